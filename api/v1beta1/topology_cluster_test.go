@@ -1,0 +1,232 @@
+//go:build cluster
+
+package v1beta1_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
+
+	"github.com/meshnet/meshnet/internal/clustertest"
+)
+
+// upstreamTopology is a manifest written for meshnet-cni, original fields only.
+const upstreamTopology = `
+apiVersion: networkop.co.uk/v1beta1
+kind: Topology
+metadata:
+  name: r1
+spec:
+  links:
+  - uid: 1
+    peer_pod: r2
+    local_intf: eth1
+    local_ip: 12.12.12.1/24
+    peer_intf: eth1
+    peer_ip: 12.12.12.2/24
+  - uid: 2
+    peer_pod: localhost
+    local_intf: eth2
+    peer_intf: ens3
+`
+
+// extendedTopology uses every extension.
+const extendedTopology = `
+apiVersion: networkop.co.uk/v1beta1
+kind: Topology
+metadata:
+  name: r2
+spec:
+  links:
+  - uid: 1
+    peer_pod: r1
+    local_intf: eth1
+    local_ip: 12.12.12.2/24
+    peer_intf: eth1
+    peer_ip: 12.12.12.1/24
+    mtu: 9000
+    state: down
+    netem:
+      delay: 50ms
+      jitter: 1.5s
+      delay_correlation: "25%"
+      distribution: paretonormal
+      loss: "0.5%"
+      loss_correlation: "10"
+      duplicate: "1%"
+      duplicate_correlation: "5%"
+      corrupt: "0.1%"
+      corrupt_correlation: "2%"
+      reorder: "25%"
+      reorder_correlation: "50%"
+      gap: 5
+      rate: 100mbit
+      limit: 10000
+  - uid: 2
+    peer_pod: switch1
+    local_intf: eth2
+    peer_intf: Ethernet1
+    local_ip: 2001:db8::2/64
+    link_options:
+      remote_vtep: 192.0.2.10
+      vni: 16777215
+      udp_port: 4790
+  routes:
+  - dst: 10.10.0.0/16
+    gw: 12.12.12.1
+  - dst: 2001:db8:1::/48
+    dev: eth2
+`
+
+func TestClusterTopologyAdmission(t *testing.T) {
+	env := clustertest.Start(t)
+	ctx := context.Background()
+
+	t.Run("upstream manifest reads back unchanged", func(t *testing.T) {
+		obj := decode(t, upstreamTopology, "default")
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatalf("create: %v", err)
+		}
+		got := &unstructured.Unstructured{}
+		got.SetGroupVersionKind(obj.GroupVersionKind())
+		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "r1"}, got); err != nil {
+			t.Fatalf("get: %v", err)
+		}
+		gotSpec, _ := json.Marshal(got.Object["spec"])
+		wantSpec, _ := json.Marshal(decode(t, upstreamTopology, "default").Object["spec"])
+		if string(gotSpec) != string(wantSpec) {
+			t.Errorf("spec changed by the API server:\n got %s\nwant %s", gotSpec, wantSpec)
+		}
+	})
+
+	t.Run("every extension is accepted", func(t *testing.T) {
+		obj := decode(t, extendedTopology, "default")
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatalf("create: %v", err)
+		}
+	})
+
+	for _, tc := range []struct {
+		name  string
+		patch string // replaces the marked line of base
+		field string // the message must name it
+	}{
+		{"bad duration", "netem: {delay: 50 ms}", "spec.links[0].netem.delay"},
+		{"loss over 100%", "netem: {loss: '150%'}", "spec.links[0].netem.loss"},
+		{"jitter without delay", "netem: {jitter: 10ms}", "jitter needs delay"},
+		{"jitter over the kernel cap", "netem: {delay: 5s, jitter: 3s}", "spec.links[0].netem.jitter"},
+		{"correlation without its base", "netem: {loss_correlation: '25%'}", "loss_correlation needs loss"},
+		{"reorder without delay", "netem: {reorder: '25%'}", "reorder needs delay"},
+		{"unknown distribution", "netem: {delay: 10ms, jitter: 1ms, distribution: gaussian}", "spec.links[0].netem.distribution"},
+		{"bad rate", "netem: {rate: fast}", "spec.links[0].netem.rate"},
+		{"vni 0", "link_options: {remote_vtep: 192.0.2.1, vni: 0}", "spec.links[0].link_options.vni"},
+		{"vni 16777216", "link_options: {remote_vtep: 192.0.2.1, vni: 16777216}", "spec.links[0].link_options.vni"},
+		{"remote_vtep not an IP", "link_options: {remote_vtep: vtep.example, vni: 10}", "spec.links[0].link_options.remote_vtep"},
+		{"bad CIDR", "local_ip: 10.0.0.300/24", "spec.links[0].local_ip"},
+		{"16-character interface name", "local_intf: eth0123456789012", "spec.links[0].local_intf"},
+		{"interface name with a slash", "local_intf: eth/1", "spec.links[0].local_intf"},
+		{"state sideways", "state: sideways", "spec.links[0].state"},
+		{"negative mtu", "mtu: -1", "spec.links[0].mtu"},
+		{"udp port out of range", "link_options: {remote_vtep: 192.0.2.1, vni: 10, udp_port: 70000}", "spec.links[0].link_options.udp_port"},
+		{"route without dst", "ROUTE: {gw: 10.0.0.1}", "spec.routes[0].dst"},
+		{"route gw not an IP", "ROUTE: {dst: 10.1.0.0/16, gw: router}", "spec.routes[0].gw"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := "bad-" + strings.ToLower(strings.NewReplacer(" ", "-", "%", "").Replace(tc.name))
+			obj := decode(t, invalidManifest(name, tc.patch), "default")
+			err := env.Client.Create(ctx, obj)
+			if err == nil {
+				t.Fatalf("accepted; want a rejection naming %q", tc.field)
+			}
+			if !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("rejection does not name %q:\n%v", tc.field, err)
+			}
+			got := &unstructured.Unstructured{}
+			got.SetGroupVersionKind(obj.GroupVersionKind())
+			if err := env.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: name}, got); err == nil {
+				t.Errorf("rejected object %s exists", name)
+			}
+		})
+	}
+
+	t.Run("kubectl apply names the field", func(t *testing.T) {
+		kubeconfig := env.Kubeconfig(t)
+		dir := t.TempDir()
+		good := filepath.Join(dir, "good.yaml")
+		bad := filepath.Join(dir, "bad.yaml")
+		writeFile(t, good, strings.Replace(upstreamTopology, "name: r1", "name: r1-kubectl", 1))
+		writeFile(t, bad, invalidManifest("r1-bad", "netem: {loss: '150%'}"))
+
+		if out, err := kubectl(kubeconfig, "apply", "-f", good); err != nil {
+			t.Fatalf("kubectl apply of an upstream manifest: %v\n%s", err, out)
+		}
+		out, err := kubectl(kubeconfig, "apply", "-f", bad)
+		if err == nil {
+			t.Fatalf("kubectl apply of loss 150%% succeeded:\n%s", out)
+		}
+		if !strings.Contains(out, "spec.links[0].netem.loss") {
+			t.Errorf("kubectl's error does not name spec.links[0].netem.loss:\n%s", out)
+		}
+		out, err = kubectl(kubeconfig, "get", "topo", "r1-kubectl", "-o", "name")
+		if err != nil || strings.TrimSpace(out) != "topology.networkop.co.uk/r1-kubectl" {
+			t.Errorf("kubectl get topo by short name: %v\n%s", err, out)
+		}
+	})
+}
+
+// invalidManifest returns a one-link Topology with patch added to the link,
+// or, for a patch starting with ROUTE:, a route.
+func invalidManifest(name, patch string) string {
+	link := "    " + patch
+	routes := ""
+	if r, ok := strings.CutPrefix(patch, "ROUTE: "); ok {
+		link = ""
+		routes = "  routes:\n  - " + r
+	}
+	return fmt.Sprintf(`
+apiVersion: networkop.co.uk/v1beta1
+kind: Topology
+metadata:
+  name: %s
+spec:
+  links:
+  - uid: 1
+    peer_pod: r2
+    local_intf: eth1
+    peer_intf: eth1
+%s
+%s
+`, name, link, routes)
+}
+
+func decode(t *testing.T, manifest, namespace string) *unstructured.Unstructured {
+	t.Helper()
+	obj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(manifest), &obj.Object); err != nil {
+		t.Fatalf("decode manifest: %v\n%s", err, manifest)
+	}
+	obj.SetNamespace(namespace)
+	return obj
+}
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func kubectl(kubeconfig string, args ...string) (string, error) {
+	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig, "-n", "default"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}

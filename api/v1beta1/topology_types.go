@@ -1,0 +1,341 @@
+package v1beta1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Topology is the wiring of one pod: one object per pod, named like the pod.
+// It is wire compatible with meshnet-cni's Topology; every field beyond
+// meshnet-cni's is optional.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:path=topologies,singular=topology,shortName=topo,scope=Namespaced
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.node`
+// +kubebuilder:printcolumn:name="Links",type=integer,JSONPath=`.status.link_count`
+// +kubebuilder:printcolumn:name="Shaped",type=integer,JSONPath=`.status.shaped_links`
+// +kubebuilder:printcolumn:name="Down",type=integer,JSONPath=`.status.down_links`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Topology struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   TopologySpec   `json:"spec,omitempty"`
+	Status TopologyStatus `json:"status,omitempty"`
+}
+
+// TopologyList is a list of Topology objects.
+//
+// +kubebuilder:object:root=true
+type TopologyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Topology `json:"items"`
+}
+
+// TopologySpec is the desired wiring and runtime state of a pod's links.
+type TopologySpec struct {
+	// Links are the pod's point-to-point links, keyed by uid. Both ends of a
+	// link carry the same uid in their own pod's Topology.
+	// +optional
+	// +listType=map
+	// +listMapKey=uid
+	// +kubebuilder:validation:MaxItems=1024
+	Links []Link `json:"links,omitempty"`
+
+	// Routes are static routes meshnet keeps in the pod's network namespace.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	Routes []Route `json:"routes,omitempty"`
+}
+
+// Link is one end of a point-to-point link, seen from this pod.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.link_options) || self.peer_pod != 'localhost'",message="link_options (a physical peer) cannot be combined with peer_pod localhost (a macvlan to a host NIC)"
+type Link struct {
+	// UID identifies the link; both ends use the same value.
+	// +kubebuilder:validation:Minimum=0
+	UID int `json:"uid"`
+
+	// PeerPod is the name of the pod at the other end. "localhost" makes the
+	// link a macvlan to the host NIC named by peer_intf. With link_options it
+	// names the physical device, which is not a pod.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	PeerPod string `json:"peer_pod"`
+
+	// LocalIntf is the interface name inside this pod.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:Pattern=`^[^/\s]+$`
+	LocalIntf string `json:"local_intf"`
+
+	// PeerIntf is the interface name at the other end.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:Pattern=`^[^/\s]+$`
+	PeerIntf string `json:"peer_intf"`
+
+	// LocalIP is the address of local_intf, in CIDR notation (10.0.0.1/24).
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self == '' || isCIDR(self)",message="must be an address in CIDR notation, like 10.0.0.1/24"
+	LocalIP string `json:"local_ip,omitempty"`
+
+	// PeerIP is the address of peer_intf, in CIDR notation.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self == '' || isCIDR(self)",message="must be an address in CIDR notation, like 10.0.0.2/24"
+	PeerIP string `json:"peer_ip,omitempty"`
+
+	// MTU of local_intf (and of the peer's end of a veth). A VXLAN link
+	// defaults to its parent's MTU less the encapsulation overhead.
+	// +optional
+	// +kubebuilder:validation:Minimum=68
+	// +kubebuilder:validation:Maximum=65535
+	MTU *int32 `json:"mtu,omitempty"`
+
+	// State is the link's administrative state; down emulates a cable pull.
+	// +optional
+	State *LinkState `json:"state,omitempty"`
+
+	// Netem shapes the traffic leaving local_intf. Shaping both directions
+	// takes a netem block at each end.
+	// +optional
+	Netem *Netem `json:"netem,omitempty"`
+
+	// LinkOptions make the peer a physical device outside the cluster,
+	// reached over VXLAN: there is no pod for it.
+	// +optional
+	LinkOptions *LinkOptions `json:"link_options,omitempty"`
+}
+
+// LinkState is the administrative state of a link.
+// +kubebuilder:validation:Enum=up;down
+type LinkState string
+
+const (
+	LinkUp   LinkState = "up"
+	LinkDown LinkState = "down"
+)
+
+// Netem is tc-netem shaping in human units: durations like "50ms" or "1.5s",
+// percentages like "0.5%" or "0.5", rates like "100mbit" or "1gbit".
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.jitter) || has(self.delay)",message="jitter needs delay"
+// +kubebuilder:validation:XValidation:rule="!has(self.delay_correlation) || has(self.delay)",message="delay_correlation needs delay"
+// +kubebuilder:validation:XValidation:rule="!has(self.distribution) || (has(self.delay) && has(self.jitter))",message="distribution needs delay and jitter"
+// +kubebuilder:validation:XValidation:rule="!has(self.loss_correlation) || has(self.loss)",message="loss_correlation needs loss"
+// +kubebuilder:validation:XValidation:rule="!has(self.duplicate_correlation) || has(self.duplicate)",message="duplicate_correlation needs duplicate"
+// +kubebuilder:validation:XValidation:rule="!has(self.corrupt_correlation) || has(self.corrupt)",message="corrupt_correlation needs corrupt"
+// +kubebuilder:validation:XValidation:rule="!has(self.reorder) || has(self.delay)",message="reorder needs delay"
+// +kubebuilder:validation:XValidation:rule="!has(self.reorder_correlation) || has(self.reorder)",message="reorder_correlation needs reorder"
+// +kubebuilder:validation:XValidation:rule="!has(self.gap) || has(self.reorder)",message="gap needs reorder"
+type Netem struct {
+	// Delay added to every packet.
+	// +optional
+	Delay *Duration `json:"delay,omitempty"`
+	// Jitter varies the delay by up to this much (at most 2.147s, the kernel's cap).
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('2147ms')",message="must be at most 2147ms, the kernel's cap"
+	Jitter *Duration `json:"jitter,omitempty"`
+	// +optional
+	DelayCorrelation *Percent `json:"delay_correlation,omitempty"`
+	// Distribution of the jitter.
+	// +optional
+	Distribution *Distribution `json:"distribution,omitempty"`
+	// +optional
+	Loss *Percent `json:"loss,omitempty"`
+	// +optional
+	LossCorrelation *Percent `json:"loss_correlation,omitempty"`
+	// +optional
+	Duplicate *Percent `json:"duplicate,omitempty"`
+	// +optional
+	DuplicateCorrelation *Percent `json:"duplicate_correlation,omitempty"`
+	// +optional
+	Corrupt *Percent `json:"corrupt,omitempty"`
+	// +optional
+	CorruptCorrelation *Percent `json:"corrupt_correlation,omitempty"`
+	// Reorder sends this share of packets at once, the rest delayed.
+	// +optional
+	Reorder *Percent `json:"reorder,omitempty"`
+	// +optional
+	ReorderCorrelation *Percent `json:"reorder_correlation,omitempty"`
+	// Gap reorders every gap-th packet.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	Gap *int32 `json:"gap,omitempty"`
+	// Rate limits the link's egress.
+	// +optional
+	Rate *Rate `json:"rate,omitempty"`
+	// Limit is netem's queue length in packets. Unset, meshnet sizes it for
+	// delay x rate; netem's own default of 1000 drops packets on long delays.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	Limit *int32 `json:"limit,omitempty"`
+}
+
+// Duration is a Go duration string: "50ms", "1.5s", "250us".
+// +kubebuilder:validation:MaxLength=32
+// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+type Duration string
+
+// Percent is a percentage from 0 to 100, with or without "%": "0.5%", "30".
+// +kubebuilder:validation:MaxLength=16
+// +kubebuilder:validation:Pattern=`^(100(\.0+)?|[0-9]{1,2}(\.[0-9]+)?)%?$`
+type Percent string
+
+// Rate is a bit rate ("100mbit", "1gbit", "64kbit") or byte rate ("10mbps"), as tc writes them.
+// +kubebuilder:validation:MaxLength=32
+// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?[kKmMgGtT]?(bit|bps)$`
+type Rate string
+
+// Distribution is the shape of netem's jitter.
+// +kubebuilder:validation:Enum=uniform;normal;pareto;paretonormal
+type Distribution string
+
+const (
+	DistributionUniform      Distribution = "uniform"
+	DistributionNormal       Distribution = "normal"
+	DistributionPareto       Distribution = "pareto"
+	DistributionParetoNormal Distribution = "paretonormal"
+)
+
+// LinkOptions describe a VXLAN link to a physical device outside the cluster.
+type LinkOptions struct {
+	// RemoteVTEP is the physical device's VTEP address.
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="must be an IP address"
+	RemoteVTEP string `json:"remote_vtep"`
+	// VNI is the VXLAN network identifier the physical side uses.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16777215
+	VNI int32 `json:"vni"`
+	// UDPPort is the VXLAN destination port; 4789 when unset.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	UDPPort *int32 `json:"udp_port,omitempty"`
+}
+
+// Route is a static route in the pod's network namespace.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.gw) || has(self.dev)",message="a route needs gw or dev"
+type Route struct {
+	// Dst is the destination in CIDR notation.
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self)",message="must be a destination in CIDR notation, like 192.0.2.0/24"
+	Dst string `json:"dst"`
+	// Gw is the next hop's address.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="must be an IP address"
+	Gw string `json:"gw,omitempty"`
+	// Dev is the outgoing interface.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:Pattern=`^[^/\s]+$`
+	Dev string `json:"dev,omitempty"`
+}
+
+// TopologyStatus is what the node really has. The first four fields are
+// meshnet-cni's and mean the same.
+type TopologyStatus struct {
+	// Skipped lists links this pod left for its peer to complete.
+	// +optional
+	Skipped []SkippedLink `json:"skipped,omitempty"`
+	// SrcIP is the IP of the node hosting the pod (the VXLAN VTEP).
+	// +optional
+	SrcIP string `json:"src_ip,omitempty"`
+	// NetNS is the pod's network namespace path.
+	// +optional
+	NetNS string `json:"net_ns,omitempty"`
+	// ContainerID is the pod sandbox's container ID.
+	// +optional
+	ContainerID string `json:"container_id,omitempty"`
+
+	// Node is the name of the node hosting the pod.
+	// +optional
+	Node string `json:"node,omitempty"`
+	// LinkCount, ShapedLinks and DownLinks summarise Links for kubectl get.
+	// +optional
+	LinkCount int32 `json:"link_count,omitempty"`
+	// +optional
+	ShapedLinks int32 `json:"shaped_links,omitempty"`
+	// +optional
+	DownLinks int32 `json:"down_links,omitempty"`
+	// Links are the links as read back from the kernel.
+	// +optional
+	// +listType=map
+	// +listMapKey=uid
+	Links []LinkStatus `json:"links,omitempty"`
+	// Conditions: Ready (every link is as specified) and Degraded (some link
+	// failed; the reason says which).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// ObservedGeneration is the spec generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// SkippedLink is a link whose creation this pod left to its peer.
+type SkippedLink struct {
+	PodName string `json:"pod_name"`
+	LinkID  int    `json:"link_id"`
+}
+
+// LinkKind is how a link is made in the kernel.
+// +kubebuilder:validation:Enum=veth;vxlan;phy;macvlan
+type LinkKind string
+
+const (
+	LinkKindVeth    LinkKind = "veth"
+	LinkKindVXLAN   LinkKind = "vxlan"
+	LinkKindPhy     LinkKind = "phy"
+	LinkKindMacvlan LinkKind = "macvlan"
+)
+
+// LinkStatus is one link as the kernel has it.
+type LinkStatus struct {
+	UID       int      `json:"uid"`
+	LocalIntf string   `json:"local_intf"`
+	Kind      LinkKind `json:"kind,omitempty"`
+	// Node hosting this end.
+	// +optional
+	Node string `json:"node,omitempty"`
+	// State is the administrative state.
+	// +optional
+	State LinkState `json:"state,omitempty"`
+	// Carrier is true when the kernel sees the far end (IFF_LOWER_UP).
+	// +optional
+	Carrier bool `json:"carrier,omitempty"`
+	// +optional
+	MTU int32 `json:"mtu,omitempty"`
+	// Netem is the shaping read back from the kernel; absent when none.
+	// +optional
+	Netem *Netem `json:"netem,omitempty"`
+	// Physical tells the operator how to configure the physical peer's side.
+	// +optional
+	Physical *PhysicalPeer `json:"physical,omitempty"`
+	// LastError is the last failure applying this link, empty when none.
+	// +optional
+	LastError string `json:"last_error,omitempty"`
+}
+
+// PhysicalPeer is what the physical device must be configured with.
+type PhysicalPeer struct {
+	VNI        int32  `json:"vni"`
+	LocalVTEP  string `json:"local_vtep"`
+	RemoteVTEP string `json:"remote_vtep"`
+	UDPPort    int32  `json:"udp_port"`
+}
+
+// Condition types of a Topology.
+const (
+	ConditionReady    = "Ready"
+	ConditionDegraded = "Degraded"
+)

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Runs every test tier (docs/testing.md) and sums them up; `make test` calls it.
+# With tier names as arguments it runs only those: hack/test.sh unit cluster
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+results=${MESHNET_RESULTS:-$root/.cache/test-results}
+rm -rf "$results" && mkdir -p "$results"
+tiers=("$@")
+[ ${#tiers[@]} -gt 0 ] || tiers=(unit kernel vm cluster)
+
+bash hack/deps.sh || { echo "test: installing the test dependencies failed" >&2; exit 1; }
+KUBEBUILDER_ASSETS=$(bash hack/controlplane.sh) || { echo "test: building kube-apiserver and etcd failed" >&2; exit 1; }
+export KUBEBUILDER_ASSETS
+
+gotestsum() { go tool -modfile=tools/go.mod gotestsum --format testname --jsonfile "$results/$1.json" "${@:2}"; }
+
+for tier in "${tiers[@]}"; do
+	echo "=== tier $tier"
+	case $tier in
+	unit) gotestsum unit -- -count=1 ./... ;;
+	kernel)
+		if [ "$(id -u)" != 0 ]; then
+			echo "kernel: this tier needs root (it makes network namespaces)" >&2
+			continue
+		fi
+		gotestsum kernel -- -tags kernel -run '^TestKernel' -count=1 -p 1 ./...
+		;;
+	vm) gotestsum vm --raw-command -- go run ./hack/vmtest -tags vm ./... ;;
+	cluster) gotestsum cluster -- -tags cluster -run '^TestCluster' -count=1 ./... ;;
+	*) echo "test: unknown tier $tier (unit, kernel, vm, cluster)" >&2; exit 2 ;;
+	esac
+done
+
+reports=()
+for tier in "${tiers[@]}"; do reports+=("$tier=$results/$tier.json"); done
+echo "=== summary"
+go run ./hack/testreport "${reports[@]}"
