@@ -1,0 +1,220 @@
+// Package auth guards meshnetd's gRPC API with Kubernetes identities: a caller
+// presents a bearer token (a service-account token from `kubectl create
+// token`, or a daemon's own projected token), which is checked with
+// TokenReview and authorised with SubjectAccessReview against the Topology
+// of the pod the call changes. Whoever may edit a pod's Topology may change
+// its running links; nobody else may.
+package auth
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// Access is what a method needs. The zero value means open to anyone.
+type Access struct {
+	// Verb, Group, Resource and Subresource form the SubjectAccessReview;
+	// an empty Verb only requires a valid token.
+	Verb, Group, Resource, Subresource string
+	// Namespace returns the namespace the call acts in, from its request.
+	Namespace func(req any) string
+	// Authenticated requires a valid token even when Verb is empty.
+	Authenticated bool
+}
+
+// Policy maps full gRPC method names (/meshnet.v1.LinkService/SetNetem) to
+// what they need. A method missing from the policy is refused, so a new
+// method is never open by accident.
+type Policy map[string]Access
+
+// Checker checks tokens and permissions against the API server, remembering
+// answers for TTL so that a burst of calls costs one review.
+type Checker struct {
+	client kubernetes.Interface
+	ttl    time.Duration
+
+	mu    sync.Mutex
+	cache map[[32]byte]cached
+}
+
+type cached struct {
+	user    authnv1.UserInfo
+	err     error
+	expires time.Time
+}
+
+// maxCached bounds the token cache; past it the cache starts over.
+const maxCached = 4096
+
+// NewChecker returns a Checker using client for reviews.
+func NewChecker(client kubernetes.Interface, ttl time.Duration) *Checker {
+	return &Checker{client: client, ttl: ttl, cache: map[[32]byte]cached{}}
+}
+
+// Authenticate returns the user a bearer token belongs to.
+func (c *Checker) Authenticate(ctx context.Context, token string) (authnv1.UserInfo, error) {
+	key := sha256.Sum256([]byte(token))
+	now := time.Now()
+	c.mu.Lock()
+	if e, ok := c.cache[key]; ok && now.Before(e.expires) {
+		c.mu.Unlock()
+		return e.user, e.err
+	}
+	c.mu.Unlock()
+
+	review, err := c.client.AuthenticationV1().TokenReviews().Create(ctx,
+		&authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	if err != nil {
+		return authnv1.UserInfo{}, status.Errorf(codes.Unavailable, "token review: %v", err)
+	}
+	var user authnv1.UserInfo
+	var authErr error
+	if review.Status.Authenticated {
+		user = review.Status.User
+	} else {
+		authErr = status.Error(codes.Unauthenticated, "token rejected by the API server")
+	}
+	c.mu.Lock()
+	if len(c.cache) >= maxCached {
+		c.cache = map[[32]byte]cached{}
+	}
+	c.cache[key] = cached{user: user, err: authErr, expires: now.Add(c.ttl)}
+	c.mu.Unlock()
+	return user, authErr
+}
+
+// Authorize asks the API server whether user may do what access describes in
+// namespace.
+func (c *Checker) Authorize(ctx context.Context, user authnv1.UserInfo, access Access, namespace string) error {
+	extra := map[string]authzv1.ExtraValue{}
+	for k, v := range user.Extra {
+		extra[k] = authzv1.ExtraValue(v)
+	}
+	sar := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+		User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
+		ResourceAttributes: &authzv1.ResourceAttributes{
+			Namespace: namespace, Verb: access.Verb, Group: access.Group,
+			Resource: access.Resource, Subresource: access.Subresource,
+		},
+	}}
+	res, err := c.client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "subject access review: %v", err)
+	}
+	if !res.Status.Allowed {
+		return status.Errorf(codes.PermissionDenied, "%s may not %s %s in namespace %q", user.Username, access.Verb, access.resourceName(), namespace)
+	}
+	return nil
+}
+
+func (a Access) resourceName() string {
+	r := a.Resource
+	if a.Group != "" {
+		r += "." + a.Group
+	}
+	if a.Subresource != "" {
+		r += "/" + a.Subresource
+	}
+	return r
+}
+
+// UnaryInterceptor enforces policy on every unary call.
+func UnaryInterceptor(c *Checker, policy Policy) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if err := c.check(ctx, policy, info.FullMethod, req); err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+// StreamInterceptor enforces policy on every streaming call, such as server
+// reflection; the request is not known when the stream opens, so a streaming
+// method's Access must not need a Namespace.
+func StreamInterceptor(c *Checker, policy Policy) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if err := c.check(ss.Context(), policy, info.FullMethod, nil); err != nil {
+			return err
+		}
+		return handler(srv, ss)
+	}
+}
+
+func (c *Checker) check(ctx context.Context, policy Policy, method string, req any) error {
+	access, ok := policy[method]
+	if !ok {
+		return status.Errorf(codes.PermissionDenied, "%s is not in meshnetd's access policy", method)
+	}
+	if access.Verb == "" && !access.Authenticated {
+		return nil
+	}
+	token, err := bearerToken(ctx)
+	if err != nil {
+		return err
+	}
+	user, err := c.Authenticate(ctx, token)
+	if err != nil {
+		return err
+	}
+	if access.Verb == "" {
+		return nil
+	}
+	namespace := ""
+	if access.Namespace != nil && req != nil {
+		namespace = access.Namespace(req)
+	}
+	return c.Authorize(ctx, user, access, namespace)
+}
+
+func bearerToken(ctx context.Context) (string, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get("authorization") {
+		if token, ok := strings.CutPrefix(v, "Bearer "); ok && token != "" {
+			return token, nil
+		}
+	}
+	return "", status.Error(codes.Unauthenticated, `this call needs "authorization: Bearer <token>" (a Kubernetes token, e.g. from kubectl create token)`)
+}
+
+// TokenFile sends the token in a file with every call, re-reading it so that
+// a rotated projected service-account token is picked up.
+type TokenFile struct {
+	Path string
+	// Insecure allows sending the token over a connection without TLS.
+	Insecure bool
+}
+
+// GetRequestMetadata implements credentials.PerRPCCredentials.
+func (f TokenFile) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	token, err := readToken(f.Path)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{"authorization": "Bearer " + token}, nil
+}
+
+// RequireTransportSecurity implements credentials.PerRPCCredentials.
+func (f TokenFile) RequireTransportSecurity() bool { return !f.Insecure }
+
+func readToken(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read token %s: %w", path, err)
+	}
+	return strings.TrimSpace(string(data)), nil
+}
