@@ -1,0 +1,87 @@
+package links
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/vishvananda/netlink"
+)
+
+// Macvlan is a pod's end of a link to a NIC of the node (meshnet's peer_pod
+// "localhost", peer_intf naming the NIC), in bridge mode so that several pods
+// on one NIC also reach each other.
+type Macvlan struct {
+	Node   *Netns // the node's netns, which holds Parent
+	Parent string // the node's NIC
+	End    End
+}
+
+func (m Macvlan) String() string { return fmt.Sprintf("macvlan %s on %s", m.End, m.Parent) }
+
+// EnsureMacvlan makes the pod's macvlan end m, or brings an existing one to
+// m's settings; an interface with End's name that is not a bridge-mode
+// macvlan on Parent is replaced.
+func EnsureMacvlan(m Macvlan) (Result, error) {
+	res, err := ensureMacvlan(m)
+	if err != nil {
+		return 0, fmt.Errorf("ensure %s: %w", m, err)
+	}
+	return res, nil
+}
+
+func ensureMacvlan(m Macvlan) (Result, error) {
+	if err := m.End.validate(); err != nil {
+		return 0, err
+	}
+	if m.Node == nil {
+		return 0, errors.New("no node netns")
+	}
+	parent, err := m.Node.linkByName(m.Parent)
+	if err != nil {
+		return 0, err
+	}
+	if parent == nil {
+		return 0, fmt.Errorf("no interface %s in node netns %s", m.Parent, m.Node.path)
+	}
+	if m.End.MTU > parent.Attrs().MTU {
+		return 0, fmt.Errorf("mtu %d exceeds parent %s mtu %d", m.End.MTU, m.Parent, parent.Attrs().MTU)
+	}
+	cur, err := m.End.NS.linkByName(m.End.Name)
+	if err != nil {
+		return 0, err
+	}
+	if cur != nil {
+		ok, err := m.matches(cur, parent)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			changed, err := m.End.configure(cur)
+			if err != nil || !changed {
+				return Unchanged, err
+			}
+			return Updated, nil
+		}
+		if err := Delete(m.End.NS, m.End.Name); err != nil {
+			return 0, err
+		}
+	}
+	la := netlink.NewLinkAttrs()
+	la.Name = m.End.Name
+	la.MTU = m.End.MTU
+	la.ParentIndex = parent.Attrs().Index
+	la.Namespace = netlink.NsFd(int(m.End.NS.fd))
+	dev := &netlink.Macvlan{LinkAttrs: la, Mode: netlink.MACVLAN_MODE_BRIDGE}
+	if err := m.Node.h.LinkAdd(dev); err != nil {
+		return 0, fmt.Errorf("create in node netns %s: %w", m.Node.path, err)
+	}
+	return m.End.finish(cur != nil)
+}
+
+func (m Macvlan) matches(l netlink.Link, parent netlink.Link) (bool, error) {
+	v, ok := l.(*netlink.Macvlan)
+	if !ok || v.Mode != netlink.MACVLAN_MODE_BRIDGE || v.ParentIndex != parent.Attrs().Index {
+		return false, nil
+	}
+	return m.End.NS.holdsLinkNet(l, m.Node)
+}

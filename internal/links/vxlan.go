@@ -1,0 +1,262 @@
+package links
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// DefaultVXLANPort is the IANA VXLAN UDP port.
+const DefaultVXLANPort = 4789
+
+// MaxVNI is the largest 24-bit VXLAN network identifier.
+const MaxVNI = 1<<24 - 1
+
+// ErrVNIInUse is returned when the node already has a vxlan device with the
+// same VNI and UDP port. The kernel keeps one such device per (node netns,
+// port, VNI) whatever the remote, counting devices moved into pods: see
+// ListVXLANs to name the other user.
+var ErrVNIInUse = errors.New("vni already in use on this node")
+
+// VXLAN is a pod's end of a link carried over the node network to a peer
+// node (or an external VTEP, e.g. a physical device).
+type VXLAN struct {
+	// Node is the node's netns. The device is made there, so its UDP socket
+	// and underlay stay in the node, and then lives in End's pod.
+	Node *Netns
+	End  End
+	VNI  uint32
+	// Local is the node IP the tunnel is sourced from. Zero: the source
+	// address the node's routing picks towards Remote.
+	Local netip.Addr
+	// Remote is the peer node's IP, or an external VTEP's.
+	Remote netip.Addr
+	// Port is the UDP port; 0 means DefaultVXLANPort.
+	Port uint16
+}
+
+func (x VXLAN) String() string {
+	return fmt.Sprintf("vxlan %s vni %d to %s", x.End, x.VNI, x.Remote)
+}
+
+// VXLANOverhead is the encapsulation cost of VXLAN: outer Ethernet (14),
+// outer IP (20 or 40), UDP (8) and VXLAN (8) headers.
+func VXLANOverhead(ipv6Underlay bool) int {
+	if ipv6Underlay {
+		return 70
+	}
+	return 50
+}
+
+// minMTU is the smallest MTU the kernel accepts on an Ethernet device
+// (ETH_MIN_MTU), and IPv4's minimum.
+const minMTU = 68
+
+// VXLANMTU returns the MTU of a vxlan device over a parent of parentMTU: the
+// largest that fits when requested is 0, else requested if it fits.
+func VXLANMTU(requested, parentMTU int, ipv6Underlay bool) (int, error) {
+	limit := parentMTU - VXLANOverhead(ipv6Underlay)
+	if limit < minMTU {
+		return 0, fmt.Errorf("parent mtu %d leaves %d for vxlan, below the minimum %d", parentMTU, limit, minMTU)
+	}
+	switch {
+	case requested == 0:
+		return limit, nil
+	case requested < minMTU:
+		return 0, fmt.Errorf("mtu %d below the minimum %d", requested, minMTU)
+	case requested > limit:
+		return 0, fmt.Errorf("mtu %d exceeds parent mtu %d minus vxlan overhead %d (max %d)",
+			requested, parentMTU, VXLANOverhead(ipv6Underlay), limit)
+	}
+	return requested, nil
+}
+
+// EnsureVXLAN makes the pod's vxlan end x, or brings an existing one to x's
+// settings. The underlay (parent) device is the one this node routes Remote
+// through, never a name given by the caller: nodes' NICs differ. Learning is
+// off: the remote is fixed. An interface with End's name that differs in
+// kind, VNI, port, local, remote, parent or node is replaced.
+func EnsureVXLAN(x VXLAN) (Result, error) {
+	res, err := ensureVXLAN(x)
+	if err != nil {
+		return 0, fmt.Errorf("ensure %s: %w", x, err)
+	}
+	return res, nil
+}
+
+func ensureVXLAN(x VXLAN) (Result, error) {
+	if err := x.End.validate(); err != nil {
+		return 0, err
+	}
+	if x.Node == nil {
+		return 0, errors.New("no node netns")
+	}
+	if x.VNI == 0 || x.VNI > MaxVNI {
+		return 0, fmt.Errorf("vni %d outside 1..%d", x.VNI, MaxVNI)
+	}
+	if !x.Remote.IsValid() {
+		return 0, errors.New("no remote vtep")
+	}
+	x.Remote = x.Remote.Unmap()
+	if x.Port == 0 {
+		x.Port = DefaultVXLANPort
+	}
+	parent, local, err := underlay(x.Node, x.Local.Unmap(), x.Remote)
+	if err != nil {
+		return 0, err
+	}
+	x.Local = local
+	mtu, err := VXLANMTU(x.End.MTU, parent.Attrs().MTU, x.Remote.Is6())
+	if err != nil {
+		return 0, fmt.Errorf("underlay %s: %w", parent.Attrs().Name, err)
+	}
+	x.End.MTU = mtu
+
+	cur, err := x.End.NS.linkByName(x.End.Name)
+	if err != nil {
+		return 0, err
+	}
+	if cur != nil {
+		ok, err := x.matches(cur, parent)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			changed, err := x.End.configure(cur)
+			if err != nil || !changed {
+				return Unchanged, err
+			}
+			return Updated, nil
+		}
+		if err := Delete(x.End.NS, x.End.Name); err != nil {
+			return 0, err
+		}
+	}
+	la := netlink.NewLinkAttrs()
+	la.Name = x.End.Name
+	la.MTU = mtu
+	// Made through the node's socket but directly inside the pod: the
+	// kernel binds the device's underlay to the requesting socket's netns.
+	la.Namespace = netlink.NsFd(int(x.End.NS.fd))
+	dev := &netlink.Vxlan{
+		LinkAttrs:    la,
+		VxlanId:      int(x.VNI),
+		VtepDevIndex: parent.Attrs().Index,
+		SrcAddr:      x.Local.AsSlice(),
+		Group:        x.Remote.AsSlice(),
+		Port:         int(x.Port),
+		Learning:     false,
+	}
+	if err := x.Node.h.LinkAdd(dev); err != nil {
+		if errors.Is(err, unix.EEXIST) {
+			// The name was free a moment ago, so the kernel's other
+			// uniqueness rule refused it.
+			return 0, fmt.Errorf("%w (vni %d port %d in node netns %s)", ErrVNIInUse, x.VNI, x.Port, x.Node.path)
+		}
+		return 0, fmt.Errorf("create in node netns %s: %w", x.Node.path, err)
+	}
+	return x.End.finish(cur != nil)
+}
+
+// underlay picks the node's device towards remote and checks local is one of
+// the node's addresses (or picks it when zero).
+func underlay(node *Netns, local, remote netip.Addr) (netlink.Link, netip.Addr, error) {
+	routes, err := node.h.RouteGet(remote.AsSlice())
+	if err != nil {
+		return nil, netip.Addr{}, fmt.Errorf("route to remote vtep %s in node netns %s: %w", remote, node.path, err)
+	}
+	if len(routes) == 0 || routes[0].LinkIndex == 0 {
+		return nil, netip.Addr{}, fmt.Errorf("no route to remote vtep %s in node netns %s", remote, node.path)
+	}
+	parent, err := node.h.LinkByIndex(routes[0].LinkIndex)
+	if err != nil {
+		return nil, netip.Addr{}, fmt.Errorf("underlay device %d in node netns %s: %w", routes[0].LinkIndex, node.path, err)
+	}
+	if parent.Attrs().Flags&net.FlagLoopback != 0 {
+		return nil, netip.Addr{}, fmt.Errorf("remote vtep %s is an address of this node (netns %s)", remote, node.path)
+	}
+	if !local.IsValid() {
+		src, ok := netip.AddrFromSlice(routes[0].Src)
+		if !ok {
+			return nil, netip.Addr{}, fmt.Errorf("no source address towards %s in node netns %s", remote, node.path)
+		}
+		return parent, src.Unmap(), nil
+	}
+	if local.Is4() != remote.Is4() {
+		return nil, netip.Addr{}, fmt.Errorf("local vtep %s and remote vtep %s differ in family", local, remote)
+	}
+	addrs, err := retryDump(func() ([]netlink.Addr, error) { return node.h.AddrList(nil, netlink.FAMILY_ALL) })
+	if err != nil {
+		return nil, netip.Addr{}, fmt.Errorf("list addresses in node netns %s: %w", node.path, err)
+	}
+	for _, a := range addrs {
+		if p, ok := prefixOf(a.IPNet); ok && p.Addr() == local {
+			return parent, local, nil
+		}
+	}
+	return nil, netip.Addr{}, fmt.Errorf("local vtep %s is not an address in node netns %s", local, node.path)
+}
+
+// matches reports whether l is the vxlan device x describes over parent.
+func (x VXLAN) matches(l netlink.Link, parent netlink.Link) (bool, error) {
+	v, ok := l.(*netlink.Vxlan)
+	if !ok {
+		return false, nil
+	}
+	if uint32(v.VxlanId) != x.VNI || v.Port != int(x.Port) || v.Learning ||
+		v.VtepDevIndex != parent.Attrs().Index ||
+		!v.Group.Equal(x.Remote.AsSlice()) || !v.SrcAddr.Equal(x.Local.AsSlice()) {
+		return false, nil
+	}
+	return x.End.NS.holdsLinkNet(l, x.Node)
+}
+
+// VXLANDevice is a vxlan device found by ListVXLANs.
+type VXLANDevice struct {
+	Netns  string // path of the namespace the device lives in
+	Name   string
+	VNI    uint32
+	Port   uint16
+	Remote netip.Addr
+}
+
+// ListVXLANs lists the vxlan devices whose underlay is node: the ones in node
+// itself and the ones in the given pod namespaces. A device moved into a pod
+// no longer shows in the node's link list, yet the kernel still counts it
+// against the node's VNIs, so the caller passes every pod netns it manages;
+// devices of other nodes' namespaces (possible in tests) are left out.
+func ListVXLANs(node *Netns, pods ...*Netns) ([]VXLANDevice, error) {
+	var out []VXLANDevice
+	for _, ns := range append([]*Netns{node}, pods...) {
+		ls, err := retryDump(ns.h.LinkList)
+		if err != nil {
+			return nil, fmt.Errorf("list links in netns %s: %w", ns.path, err)
+		}
+		for _, l := range ls {
+			v, ok := l.(*netlink.Vxlan)
+			if !ok {
+				continue
+			}
+			mine, err := ns.holdsLinkNet(l, node)
+			if err != nil {
+				return nil, err
+			}
+			if !mine {
+				continue
+			}
+			remote, _ := netip.AddrFromSlice(v.Group)
+			out = append(out, VXLANDevice{
+				Netns:  ns.path,
+				Name:   v.Name,
+				VNI:    uint32(v.VxlanId),
+				Port:   uint16(v.Port),
+				Remote: remote.Unmap(),
+			})
+		}
+	}
+	return out, nil
+}
