@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs what the test tiers need on a fresh Debian 12 machine (run as root).
+# Idempotent and cheap when everything is present: it asks dpkg first and only
+# runs apt-get (update once, then install) for what is missing. Quiet on success.
+set -euo pipefail
+
+# vm tier: qemu boots a stock Debian kernel (hack/vm/kernel.sh fetches it with
+# apt-get download and unpacks it with dpkg -x) from an initramfs made of
+# busybox, the host's iproute2 and ping, and the test binaries.
+packages=(
+	qemu-system-x86 # qemu-system-x86_64
+	busybox-static  # the VM's /bin
+	cpio            # packs the initramfs
+	kmod            # modinfo, to order kernel modules
+	e2fsprogs       # mke2fs -d, for disk images too big for an initramfs
+	iproute2        # ip, tc (host and VM)
+	iputils-ping    # ping (host and VM)
+	gzip
+	curl           # REST calls in kernel-tier tests
+	util-linux     # nsenter
+)
+
+missing=()
+for p in "${packages[@]}"; do
+	status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+	[ "$status" = installed ] || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	export DEBIAN_FRONTEND=noninteractive
+	# Without package lists (a fresh image) apt-get install finds nothing.
+	if ! apt-get install -qq -y --no-install-recommends "${missing[@]}" >/dev/null 2>&1; then
+		apt-get update -qq >/dev/null
+		apt-get install -qq -y --no-install-recommends "${missing[@]}" >/dev/null
+	fi
+fi
+
+# The cluster tier's kube-apiserver and etcd are built by hack/controlplane.sh,
+# which prints their directory for KUBEBUILDER_ASSETS.

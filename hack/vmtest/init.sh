@@ -1,0 +1,45 @@
+#!/bin/sh
+# PID 1 of the vm test tier's VM. Prepares what network tests need, loads the
+# kernel modules in dependency order, runs every test binary under /tests and
+# reports on /dev/ttyS1 (the host reads it; the kernel console is ttyS0):
+#   <marker> boot <uptime> | fatal <reason> | start <n> | exit <n> <status> | done
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TMPDIR=/tmp
+out=/dev/ttyS1
+marker=$(cat /tests/marker)
+
+say() { echo "$marker $*" >"$out"; }
+fatal() {
+	say fatal "$*"
+	poweroff -f
+}
+
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mount -t tmpfs run /run
+mount -t tmpfs tmp /tmp
+mount -t bpf bpf /sys/fs/bpf
+# /var/run is a link to /run: netns bind mounts (ip netns, CNI's testutils)
+# go to /var/run/netns on tmpfs.
+mkdir -p /run/netns
+stty -F "$out" raw -echo || fatal "stty $out failed"
+
+release=$(uname -r)
+while read -r m; do
+	err=$(insmod "/lib/modules/$release/$m" 2>&1) || fatal "insmod $m: $err"
+done <"/lib/modules/$release/modules.load"
+# A kernel without netem proves nothing.
+[ -d /sys/module/sch_netem ] || fatal "sch_netem is not loaded"
+ip link set lo up || fatal "ip link set lo up failed"
+
+say boot "$(cut -d' ' -f1 /proc/uptime)"
+for dir in /tests/[0-9]*; do
+	n=${dir#/tests/}
+	set --
+	while IFS= read -r arg; do set -- "$@" "$arg"; done </tests/args
+	say start "$n"
+	(cd "$dir" && exec ./test "$@") >"$out" 2>&1 </dev/null
+	say exit "$n" "$?"
+done
+say done
+poweroff -f
