@@ -277,6 +277,10 @@ type TopologyStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// RoutesManaged is true once the controller applied spec.routes, so that
+	// removing them removes the routes.
+	// +optional
+	RoutesManaged bool `json:"routes_managed,omitempty"`
 	// ObservedGeneration is the spec generation this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -324,6 +328,12 @@ type LinkStatus struct {
 	// LastError is the last failure applying this link, empty when none.
 	// +optional
 	LastError string `json:"last_error,omitempty"`
+	// Managed lists the spec fields (state, mtu, netem) the controller
+	// applied, so that removing one from the spec undoes it, while fields the
+	// spec never had stay with runtime callers (grpcurl, REST).
+	// +optional
+	// +listType=set
+	Managed []string `json:"managed,omitempty"`
 }
 
 // PhysicalPeer is what the physical device must be configured with.

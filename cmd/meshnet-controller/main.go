@@ -1,0 +1,100 @@
+// Command meshnet-controller turns Topology edits into ApplyPod calls on the
+// meshnetd of each pod's node and writes the kernel's state back to the
+// status. Replicas elect a leader; only the leader acts.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/auth"
+	"github.com/meshnet/meshnet/internal/controller"
+	"github.com/meshnet/meshnet/internal/daemonclient"
+	"github.com/meshnet/meshnet/internal/partition"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "meshnet-controller:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		r            controller.Reconciler
+		resolver     partition.Resolver
+		tokenFile    string
+		insecureConn bool
+		leaderElect  bool
+		leaderNS     string
+		metricsAddr  string
+		probeAddr    string
+	)
+	flag.StringVar(&resolver.Namespace, "daemon-namespace", "meshnet", "namespace of the meshnetd Service")
+	flag.StringVar(&resolver.Service, "daemon-service", "meshnetd", "name of the meshnetd Service")
+	flag.StringVar(&resolver.Port, "daemon-port", "grpc", "name of the meshnetd Service's gRPC port")
+	flag.StringVar(&tokenFile, "token-file", "/var/run/secrets/kubernetes.io/serviceaccount/token", "service-account token sent to meshnetd")
+	flag.BoolVar(&insecureConn, "daemon-plaintext", true, "talk to meshnetd without TLS (it serves plaintext gRPC)")
+	flag.DurationVar(&r.Resync, "resync", 30*time.Second, "how often converged Topologies are re-applied, correcting drift")
+	flag.DurationVar(&r.CallTimeout, "call-timeout", 5*time.Second, "timeout of one ApplyPod call")
+	flag.BoolVar(&leaderElect, "leader-elect", true, "elect a leader so that only one replica acts")
+	flag.StringVar(&leaderNS, "leader-election-namespace", "meshnet", "namespace of the leader election Lease")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the controller's /metrics; 0 disables it")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	flag.Parse()
+
+	ctrl.SetLogger(logr.FromSlogHandler(slog.NewJSONHandler(os.Stderr, nil)))
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := v1beta1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubernetes config: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		LeaderElection:          leaderElect,
+		LeaderElectionID:        "meshnet-controller.networkop.co.uk",
+		LeaderElectionNamespace: leaderNS,
+		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress:  probeAddr,
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", func(*http.Request) error { return nil }); err != nil {
+		return err
+	}
+	resolver.Reader = mgr.GetCache()
+	r.Client = mgr.GetClient()
+	r.Daemons = &resolver
+	r.Pool = daemonclient.NewPool(nil, auth.TokenFile{Path: tokenFile, Insecure: insecureConn})
+	defer r.Pool.Close()
+	r.Recorder = mgr.GetEventRecorder("meshnet-controller")
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := r.SetupWithManager(ctx, mgr); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}

@@ -1,0 +1,191 @@
+// Package controller is meshnet-controller's reconciler: for each Topology it
+// computes the pod's desired runtime state, sends it with ApplyPod to the
+// meshnetd on the pod's node, and writes what the kernel has back into the
+// status.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/daemonclient"
+	"github.com/meshnet/meshnet/internal/partition"
+)
+
+// FieldOwner is the server-side-apply manager of the status fields the
+// controller writes. meshnetd owns meshnet-cni's fields (src_ip, net_ns,
+// container_id, skipped).
+const FieldOwner = "meshnet-controller"
+
+// nodeField indexes Topologies by the node of their pod.
+const nodeField = "status.node"
+
+// Reconciler converges Topologies.
+// +kubebuilder:rbac:groups=networkop.co.uk,resources=topologies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=networkop.co.uk,resources=topologies/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+type Reconciler struct {
+	Client   client.Client
+	Daemons  *partition.Resolver
+	Pool     *daemonclient.Pool
+	Recorder events.EventRecorder
+	// Resync is how often a converged Topology is re-applied, which corrects
+	// drift in the kernel and re-applies state after a daemon lost it.
+	Resync time.Duration
+	// CallTimeout bounds one ApplyPod.
+	CallTimeout time.Duration
+}
+
+// SetupWithManager registers the reconciler and its watches: Topologies,
+// their Pods, and the daemon's EndpointSlices (a daemon that comes back gets
+// its pods' state re-applied).
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if err := partition.IndexEndpointSlices(ctx, mgr.GetFieldIndexer()); err != nil {
+		return fmt.Errorf("index endpointslices: %w", err)
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1beta1.Topology{}, nodeField, func(o client.Object) []string {
+		if n := o.(*v1beta1.Topology).Status.Node; n != "" {
+			return []string{n}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index topologies by node: %w", err)
+	}
+	daemonSlices := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetNamespace() == r.Daemons.Namespace && o.GetLabels()[discoveryv1.LabelServiceName] == r.Daemons.Service
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("topology").
+		For(&v1beta1.Topology{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
+		})).
+		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.topologiesOnSliceNodes), builder.WithPredicates(daemonSlices)).
+		Complete(r)
+}
+
+// topologiesOnSliceNodes maps a daemon EndpointSlice to the Topologies on
+// the nodes it serves.
+func (r *Reconciler) topologiesOnSliceNodes(ctx context.Context, o client.Object) []reconcile.Request {
+	var reqs []reconcile.Request
+	for _, ep := range o.(*discoveryv1.EndpointSlice).Endpoints {
+		if ep.NodeName == nil {
+			continue
+		}
+		var topos v1beta1.TopologyList
+		if err := r.Client.List(ctx, &topos, client.MatchingFields{nodeField: *ep.NodeName}); err != nil {
+			log.FromContext(ctx).Error(err, "list topologies on node", "node", *ep.NodeName)
+			continue
+		}
+		for _, t := range topos.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&t)})
+		}
+	}
+	return reqs
+}
+
+// Reconcile converges one Topology.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	logger := log.FromContext(ctx).WithValues("pod", req.NamespacedName.String())
+	topo := &v1beta1.Topology{}
+	if err := r.Client.Get(ctx, req.NamespacedName, topo); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	pod := &corev1.Pod{}
+	if err := r.Client.Get(ctx, req.NamespacedName, pod); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, err
+		}
+		pod = nil
+	}
+	if pod == nil || pod.Spec.NodeName == "" {
+		return reconcile.Result{}, r.writeStatus(ctx, topo,
+			failedStatus(topo, "", false, ReasonPodNotScheduled, "pod "+req.Name+" is not scheduled on a node yet"))
+	}
+	node := pod.Spec.NodeName
+	logger = logger.WithValues("node", node)
+
+	d, err := desiredState(topo, pod)
+	if err != nil {
+		r.Recorder.Eventf(topo, nil, corev1.EventTypeWarning, ReasonInvalidSpec, "Apply", "%v", err)
+		return reconcile.Result{}, r.writeStatus(ctx, topo, failedStatus(topo, node, true, ReasonInvalidSpec, err.Error()))
+	}
+	addr, err := r.Daemons.DaemonFor(ctx, node)
+	if err != nil {
+		return r.fail(ctx, topo, node, ReasonDaemonUnavailable, err)
+	}
+	conn, err := r.Pool.Conn(addr)
+	if err != nil {
+		return r.fail(ctx, topo, node, ReasonDaemonUnavailable, err)
+	}
+	callCtx, cancel := context.WithTimeout(ctx, r.CallTimeout)
+	defer cancel()
+	resp, err := meshnetv1.NewLinkServiceClient(conn).ApplyPod(callCtx, d.request)
+	switch status.Code(err) {
+	case codes.OK:
+	case codes.Aborted:
+		// A newer generation was applied already; its reconcile writes status.
+		return reconcile.Result{}, nil
+	case codes.NotFound:
+		// The CNI has not wired the pod on its node yet; its ADD will.
+		return reconcile.Result{RequeueAfter: time.Second}, r.writeStatus(ctx, topo,
+			failedStatus(topo, node, false, ReasonLinksPending, "waiting for the pod's CNI ADD on "+node))
+	default:
+		return r.fail(ctx, topo, node, ReasonApplyFailed, fmt.Errorf("apply on meshnetd %s: %w", addr, err))
+	}
+	st := convergedStatus(topo, pod, d, resp)
+	logger.V(1).Info("applied", "links", len(d.request.Links), "generation", topo.Generation)
+	return reconcile.Result{RequeueAfter: r.Resync}, r.writeStatus(ctx, topo, st)
+}
+
+// fail records a failed pass and returns the error, so that the work queue
+// retries with backoff.
+func (r *Reconciler) fail(ctx context.Context, topo *v1beta1.Topology, node, reason string, err error) (reconcile.Result, error) {
+	r.Recorder.Eventf(topo, nil, corev1.EventTypeWarning, reason, "Apply", "%v", err)
+	if werr := r.writeStatus(ctx, topo, failedStatus(topo, node, true, reason, err.Error())); werr != nil {
+		return reconcile.Result{}, errors.Join(err, werr)
+	}
+	return reconcile.Result{}, err
+}
+
+// writeStatus server-side-applies the controller's status fields.
+func (r *Reconciler) writeStatus(ctx context.Context, topo *v1beta1.Topology, st v1beta1.TopologyStatus) error {
+	obj := &v1beta1.Topology{Status: st}
+	obj.APIVersion, obj.Kind = v1beta1.GroupVersion.String(), "Topology"
+	obj.Name, obj.Namespace = topo.Name, topo.Namespace
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return fmt.Errorf("encode status of %s: %w", types.NamespacedName{Namespace: topo.Namespace, Name: topo.Name}, err)
+	}
+	delete(u, "spec")
+	unstructured.RemoveNestedField(u, "metadata", "creationTimestamp")
+	ac := client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u})
+	if err := r.Client.Status().Apply(ctx, ac, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("write status of %s/%s: %w", topo.Namespace, topo.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,99 @@
+package controller
+
+import (
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/topoconv"
+)
+
+// Spec fields the controller manages per link, as recorded in
+// status.links[].managed.
+const (
+	managedState = "state"
+	managedMTU   = "mtu"
+	managedNetem = "netem"
+)
+
+// desired is a pod's runtime state computed from its Topology.
+type desired struct {
+	request *meshnetv1.ApplyPodRequest
+	// managed is, per link uid, the spec fields the request applies.
+	managed map[int][]string
+	// routesManaged is true when the request carries spec.routes.
+	routesManaged bool
+}
+
+// desiredState computes the ApplyPod request for pod. Fields the spec sets are
+// sent and so converged exactly; a field the controller applied before and the
+// spec dropped is undone (state back up, netem cleared, routes removed); a
+// field the spec never had is left to runtime callers.
+func desiredState(topo *v1beta1.Topology, pod *corev1.Pod) (desired, error) {
+	before := map[int][]string{}
+	for _, l := range topo.Status.Links {
+		before[l.UID] = l.Managed
+	}
+	d := desired{
+		request: &meshnetv1.ApplyPodRequest{
+			Namespace:  topo.Namespace,
+			Pod:        topo.Name,
+			PodUid:     string(pod.UID),
+			Generation: topo.Generation,
+		},
+		managed: map[int][]string{},
+	}
+	for i, l := range topo.Spec.Links {
+		spec := &meshnetv1.LinkSpec{Interface: l.LocalIntf}
+		var managed []string
+		switch {
+		case l.State != nil:
+			spec.State = linkStateToProto(*l.State).Enum()
+			managed = append(managed, managedState)
+		case slices.Contains(before[l.UID], managedState):
+			spec.State = meshnetv1.LinkState_LINK_STATE_UP.Enum()
+		}
+		if l.MTU != nil {
+			mtu := uint32(*l.MTU)
+			spec.Mtu = &mtu
+			managed = append(managed, managedMTU)
+		}
+		switch {
+		case l.Netem != nil:
+			n, err := topoconv.NetemToProto(l.Netem)
+			if err != nil {
+				return desired{}, fmt.Errorf("spec.links[%d] (uid %d): %w", i, l.UID, err)
+			}
+			spec.Netem = n
+			managed = append(managed, managedNetem)
+		case slices.Contains(before[l.UID], managedNetem):
+			spec.Netem = &meshnetv1.NetemSpec{}
+		}
+		d.request.Links = append(d.request.Links, spec)
+		if len(managed) > 0 {
+			d.managed[l.UID] = managed
+		}
+	}
+	switch {
+	case len(topo.Spec.Routes) > 0:
+		set := &meshnetv1.RouteSet{}
+		for _, r := range topo.Spec.Routes {
+			set.Routes = append(set.Routes, &meshnetv1.Route{Dst: r.Dst, Gw: r.Gw, Dev: r.Dev})
+		}
+		d.request.Routes = set
+		d.routesManaged = true
+	case topo.Status.RoutesManaged:
+		d.request.Routes = &meshnetv1.RouteSet{}
+	}
+	return d, nil
+}
+
+func linkStateToProto(s v1beta1.LinkState) meshnetv1.LinkState {
+	if s == v1beta1.LinkDown {
+		return meshnetv1.LinkState_LINK_STATE_DOWN
+	}
+	return meshnetv1.LinkState_LINK_STATE_UP
+}

@@ -1,0 +1,140 @@
+package controller
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/topoconv"
+)
+
+// Condition reasons.
+const (
+	ReasonConverged         = "Converged"
+	ReasonLinksPending      = "LinksPending"
+	ReasonLinkErrors        = "LinkErrors"
+	ReasonPodNotScheduled   = "PodNotScheduled"
+	ReasonDaemonUnavailable = "DaemonUnavailable"
+	ReasonApplyFailed       = "ApplyFailed"
+	ReasonInvalidSpec       = "InvalidSpec"
+)
+
+var linkKinds = map[meshnetv1.LinkKind]v1beta1.LinkKind{
+	meshnetv1.LinkKind_LINK_KIND_VETH:     v1beta1.LinkKindVeth,
+	meshnetv1.LinkKind_LINK_KIND_VXLAN:    v1beta1.LinkKindVXLAN,
+	meshnetv1.LinkKind_LINK_KIND_PHYSICAL: v1beta1.LinkKindPhy,
+	meshnetv1.LinkKind_LINK_KIND_MACVLAN:  v1beta1.LinkKindMacvlan,
+}
+
+// convergedStatus is the status after a successful ApplyPod: the links as
+// the kernel has them.
+func convergedStatus(topo *v1beta1.Topology, pod *corev1.Pod, d desired, resp *meshnetv1.ApplyPodResponse) v1beta1.TopologyStatus {
+	kernel := map[string]*meshnetv1.LinkStatus{}
+	for _, l := range resp.GetLinks() {
+		kernel[l.GetInterface()] = l
+	}
+	pending := map[string]string{}
+	for _, r := range resp.GetResults() {
+		if r.GetPhase() == meshnetv1.LinkPhase_LINK_PHASE_PENDING {
+			pending[r.GetInterface()] = r.GetMessage()
+		}
+	}
+	st := v1beta1.TopologyStatus{
+		Node:               pod.Spec.NodeName,
+		LinkCount:          int32(len(topo.Spec.Links)),
+		RoutesManaged:      d.routesManaged,
+		ObservedGeneration: topo.Generation,
+		Conditions:         topo.Status.Conditions,
+	}
+	var errs, waiting []string
+	for _, l := range topo.Spec.Links {
+		ls := v1beta1.LinkStatus{UID: l.UID, LocalIntf: l.LocalIntf, Node: pod.Spec.NodeName, Managed: d.managed[l.UID]}
+		k, ok := kernel[l.LocalIntf]
+		switch {
+		case ok:
+			fillFromKernel(&ls, k)
+			if k.GetLastError() != "" {
+				errs = append(errs, fmt.Sprintf("%s: %s", l.LocalIntf, k.GetLastError()))
+			}
+		case pending[l.LocalIntf] != "":
+			waiting = append(waiting, fmt.Sprintf("%s: %s", l.LocalIntf, pending[l.LocalIntf]))
+		default:
+			waiting = append(waiting, l.LocalIntf+": not wired yet")
+		}
+		if ls.Netem != nil {
+			st.ShapedLinks++
+		}
+		if ls.State == v1beta1.LinkDown {
+			st.DownLinks++
+		}
+		st.Links = append(st.Links, ls)
+	}
+	switch {
+	case len(errs) > 0:
+		setConditions(&st, topo.Generation, metav1.ConditionFalse, ReasonLinkErrors, strings.Join(errs, "; "))
+	case len(waiting) > 0:
+		setCondition(&st, v1beta1.ConditionReady, topo.Generation, metav1.ConditionFalse, ReasonLinksPending, strings.Join(waiting, "; "))
+		setCondition(&st, v1beta1.ConditionDegraded, topo.Generation, metav1.ConditionFalse, ReasonLinksPending, "waiting for peers, not failing")
+	default:
+		setConditions(&st, topo.Generation, metav1.ConditionTrue, ReasonConverged, fmt.Sprintf("%d links as specified", len(topo.Spec.Links)))
+	}
+	return st
+}
+
+func fillFromKernel(ls *v1beta1.LinkStatus, k *meshnetv1.LinkStatus) {
+	ls.Kind = linkKinds[k.GetKind()]
+	if n := k.GetNode(); n != "" {
+		ls.Node = n
+	}
+	ls.State = v1beta1.LinkUp
+	if k.GetAdminState() == meshnetv1.LinkState_LINK_STATE_DOWN {
+		ls.State = v1beta1.LinkDown
+	}
+	ls.Carrier = k.GetCarrier()
+	ls.MTU = int32(k.GetMtu())
+	ls.Netem = topoconv.NetemFromProto(k.GetNetem())
+	ls.LastError = k.GetLastError()
+	if v := k.GetVxlan(); v != nil && k.GetKind() == meshnetv1.LinkKind_LINK_KIND_PHYSICAL {
+		ls.Physical = &v1beta1.PhysicalPeer{
+			VNI: int32(v.GetVni()), LocalVTEP: v.GetLocalVtep(), RemoteVTEP: v.GetRemoteVtep(), UDPPort: int32(v.GetUdpPort()),
+		}
+	}
+}
+
+// failedStatus keeps what the status said about the links and records why
+// this pass could not converge them.
+func failedStatus(topo *v1beta1.Topology, node string, degraded bool, reason, message string) v1beta1.TopologyStatus {
+	st := *topo.Status.DeepCopy()
+	st.Skipped, st.SrcIP, st.NetNS, st.ContainerID = nil, "", "", "" // the daemon's fields
+	st.Node = node
+	st.LinkCount = int32(len(topo.Spec.Links))
+	st.ObservedGeneration = topo.Generation
+	setCondition(&st, v1beta1.ConditionReady, topo.Generation, metav1.ConditionFalse, reason, message)
+	degradedStatus := metav1.ConditionFalse
+	if degraded {
+		degradedStatus = metav1.ConditionTrue
+	}
+	setCondition(&st, v1beta1.ConditionDegraded, topo.Generation, degradedStatus, reason, message)
+	return st
+}
+
+// setConditions sets Ready to ready and Degraded to its opposite.
+func setConditions(st *v1beta1.TopologyStatus, gen int64, ready metav1.ConditionStatus, reason, message string) {
+	setCondition(st, v1beta1.ConditionReady, gen, ready, reason, message)
+	degraded := metav1.ConditionTrue
+	if ready == metav1.ConditionTrue {
+		degraded = metav1.ConditionFalse
+	}
+	setCondition(st, v1beta1.ConditionDegraded, gen, degraded, reason, message)
+}
+
+func setCondition(st *v1beta1.TopologyStatus, typ string, gen int64, status metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: message, ObservedGeneration: gen,
+	})
+}

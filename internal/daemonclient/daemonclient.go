@@ -1,0 +1,65 @@
+// Package daemonclient keeps one gRPC connection per meshnetd address, for
+// the callers that talk to many daemons: the controller, the data API's
+// fan-out and the daemons' calls to their peers.
+package daemonclient
+
+import (
+	"fmt"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// Pool dials each address once and reuses the connection. It is safe for
+// concurrent use.
+type Pool struct {
+	opts []grpc.DialOption
+
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+// NewPool returns a pool whose connections send perRPC (the caller's token;
+// nil for none) with every call. transport nil means plaintext, for meshnetd
+// serving without TLS.
+func NewPool(transport credentials.TransportCredentials, perRPC credentials.PerRPCCredentials) *Pool {
+	if transport == nil {
+		transport = insecure.NewCredentials()
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(transport)}
+	if perRPC != nil {
+		opts = append(opts, grpc.WithPerRPCCredentials(perRPC))
+	}
+	return &Pool{opts: opts, conns: map[string]*grpc.ClientConn{}}
+}
+
+// Conn returns the connection to addr (host:port).
+func (p *Pool) Conn(addr string) (*grpc.ClientConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.conns[addr]; ok {
+		return c, nil
+	}
+	c, err := grpc.NewClient(addr, p.opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to meshnetd at %s: %w", addr, err)
+	}
+	p.conns[addr] = c
+	return c, nil
+}
+
+// Close closes every connection.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var first error
+	for addr, c := range p.conns {
+		if err := c.Close(); err != nil && first == nil {
+			first = fmt.Errorf("close connection to %s: %w", addr, err)
+		}
+		delete(p.conns, addr)
+	}
+	return first
+}
