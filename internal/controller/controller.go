@@ -42,12 +42,14 @@ const FieldOwner = "meshnet-controller"
 // nodeField indexes Topologies by the node of their pod.
 const nodeField = "status.node"
 
-// Reconciler converges Topologies.
 // +kubebuilder:rbac:groups=networkop.co.uk,resources=topologies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networkop.co.uk,resources=topologies/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=meshnet,resources=leases,verbs=get;list;watch;create;update;patch;delete
+
+// Reconciler converges Topologies.
 type Reconciler struct {
 	Client   client.Client
 	Daemons  *partition.Resolver
