@@ -160,6 +160,15 @@ func (s *session) finish(status int, reason string) bool {
 	s.cmd.Wait()
 
 	r := s.result
+	if r != nil && r.Action == "pass" {
+		// test2json reports no end event for a benchmark: a passing binary
+		// ran them all.
+		for name := range s.running {
+			if strings.HasPrefix(name, "Benchmark") {
+				delete(s.running, name)
+			}
+		}
+	}
 	if reason == "" && status == 0 && r != nil && r.Action != "fail" && len(s.running) == 0 {
 		s.rep.output(s.pkg.ImportPath, "", fmt.Sprintf("ok  \t%s\t%.3fs\n", s.pkg.ImportPath, time.Since(s.start).Seconds()))
 		s.rep.raw(s.raw)
