@@ -85,7 +85,10 @@ func TestClusterInterceptorChecksTokensAndRBAC(t *testing.T) {
 		defer conn.Close()
 		return status.Code(method(healthpb.NewHealthClient(conn)))
 	}
-	check := func(c healthpb.HealthClient) error { _, err := c.Check(ctx, &healthpb.HealthCheckRequest{}); return err }
+	check := func(c healthpb.HealthClient) error {
+		_, err := c.Check(ctx, &healthpb.HealthCheckRequest{})
+		return err
+	}
 	watch := func(c healthpb.HealthClient) error {
 		w, err := c.Watch(ctx, &healthpb.HealthCheckRequest{})
 		if err != nil {
