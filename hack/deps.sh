@@ -18,6 +18,7 @@ packages=(
 	gzip
 	curl           # REST calls in kernel-tier tests
 	util-linux     # nsenter
+	prometheus     # real PromQL checks of examples/grafana's dashboard (binary only, no service)
 )
 
 missing=()

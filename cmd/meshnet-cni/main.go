@@ -1,0 +1,14 @@
+// Command meshnet-cni is meshnet's CNI plugin: it hands each CNI command to
+// the node's meshnetd. meshnetd installs it as /opt/cni/bin/meshnet.
+package main
+
+import (
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/meshnet/meshnet/internal/cniplugin"
+)
+
+func main() {
+	skel.PluginMainFuncs(cniplugin.Funcs(), version.All, "meshnet: wires pods to their Topology's links through meshnetd")
+}

@@ -1,0 +1,69 @@
+// Command meshnetd is meshnet's per-node daemon: it wires the links of the
+// node's pods at CNI ADD and removes them at DEL.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/meshnet/meshnet/internal/daemon"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "meshnetd:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		cfg       daemon.Config
+		nodeIP    string
+		logFormat string
+		qps       float64
+	)
+	exe, _ := os.Executable()
+	flag.StringVar(&cfg.NodeName, "node-name", os.Getenv("NODE_NAME"), "name of this node (default $NODE_NAME)")
+	flag.StringVar(&nodeIP, "node-ip", os.Getenv("NODE_IP"), "IP of this node, the VTEP of its VXLAN links (default $NODE_IP)")
+	flag.StringVar(&cfg.NodeNetns, "node-netns", "/proc/self/ns/net", "the node's network namespace")
+	flag.StringVar(&cfg.Socket, "socket", "/run/meshnet/cni.sock", "unix socket of the CNI service (mode 0600)")
+	flag.StringVar(&cfg.GRPCAddr, "grpc-addr", ":51111", "TCP address of the gRPC services; its port is every node's meshnetd port")
+	flag.StringVar(&cfg.StateDir, "state-dir", "/var/lib/meshnet", "directory of the pod store")
+	flag.StringVar(&cfg.CNIBinDir, "cni-bin-dir", "/opt/cni/bin", "CNI plugin directory to install meshnet into")
+	flag.StringVar(&cfg.CNIConfDir, "cni-conf-dir", "/etc/cni/net.d", "CNI configuration directory of the primary CNI")
+	flag.StringVar(&cfg.CNIPlugin, "cni-plugin", filepath.Join(filepath.Dir(exe), "meshnet-cni"), "meshnet-cni binary to install")
+	flag.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster configuration when empty")
+	flag.StringVar(&cfg.TokenFile, "token-file", "/var/run/secrets/kubernetes.io/serviceaccount/token", "service-account token sent to other nodes' meshnetd")
+	flag.Float64Var(&qps, "kube-api-qps", 50, "requests per second to the API server")
+	flag.IntVar(&cfg.KubeBurst, "kube-api-burst", 100, "burst of requests to the API server")
+	flag.StringVar(&logFormat, "log-format", "json", "log format: json or text")
+	flag.Parse()
+
+	var h slog.Handler
+	switch logFormat {
+	case "json":
+		h = slog.NewJSONHandler(os.Stderr, nil)
+	case "text":
+		h = slog.NewTextHandler(os.Stderr, nil)
+	default:
+		return fmt.Errorf("--log-format %q: want json or text", logFormat)
+	}
+	cfg.Log = slog.New(h)
+	cfg.KubeQPS = float32(qps)
+	ip, err := netip.ParseAddr(nodeIP)
+	if err != nil {
+		return fmt.Errorf("--node-ip %q: %w", nodeIP, err)
+	}
+	cfg.NodeIP = ip
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return daemon.Run(ctx, cfg)
+}

@@ -1,0 +1,102 @@
+package links
+
+import (
+	"fmt"
+	"net"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Interface is an interface's state with its index and its root qdisc.
+type Interface struct {
+	Index int
+	State
+	// RootQdisc is the kind of the root qdisc ("noqueue", "netem", ...);
+	// RootHandle is its handle, 0 for the kernel's default one. Package
+	// netem reads a netem root in full.
+	RootQdisc  string
+	RootHandle uint32
+}
+
+// ReadAll reads the state of every interface in ns, keyed by name, with
+// three netlink dumps (links, addresses, qdiscs) whatever the number of
+// interfaces: what a metrics scrape or a listing of many links needs, where
+// ReadState costs two requests per interface.
+func ReadAll(ns *Netns) (map[string]Interface, error) {
+	ls, err := retryDump(ns.h.LinkList)
+	if err != nil {
+		return nil, fmt.Errorf("read state: list links in netns %s: %w", ns.path, err)
+	}
+	addrs, err := retryDump(func() ([]netlink.Addr, error) { return ns.h.AddrList(nil, netlink.FAMILY_ALL) })
+	if err != nil {
+		return nil, fmt.Errorf("read state: list addresses in netns %s: %w", ns.path, err)
+	}
+	qdiscs, err := retryDump(func() ([]netlink.Qdisc, error) { return ns.h.QdiscList(nil) })
+	if err != nil {
+		return nil, fmt.Errorf("read state: list qdiscs in netns %s: %w", ns.path, err)
+	}
+	byIndex := make(map[int]string, len(ls))
+	out := make(map[string]Interface, len(ls))
+	for _, l := range ls {
+		a := l.Attrs()
+		byIndex[a.Index] = a.Name
+		s := State{
+			Kind:      l.Type(),
+			AdminUp:   a.Flags&net.FlagUp != 0,
+			Carrier:   a.RawFlags&unix.IFF_LOWER_UP != 0,
+			OperState: a.OperState.String(),
+			MTU:       a.MTU,
+		}
+		if st := a.Statistics; st != nil {
+			s.Counters = Counters{
+				RxBytes: st.RxBytes, TxBytes: st.TxBytes,
+				RxPackets: st.RxPackets, TxPackets: st.TxPackets,
+				RxDropped: st.RxDropped, TxDropped: st.TxDropped,
+				RxErrors: st.RxErrors, TxErrors: st.TxErrors,
+			}
+		}
+		out[a.Name] = Interface{Index: a.Index, State: s}
+	}
+	for _, ad := range addrs {
+		name, ok := byIndex[ad.LinkIndex]
+		if !ok {
+			continue
+		}
+		if p, ok := prefixOf(ad.IPNet); ok {
+			i := out[name]
+			i.Addrs = append(i.Addrs, p)
+			out[name] = i
+		}
+	}
+	for _, q := range qdiscs {
+		a := q.Attrs()
+		name, ok := byIndex[a.LinkIndex]
+		if !ok || a.Parent != netlink.HANDLE_ROOT {
+			continue
+		}
+		i := out[name]
+		i.RootQdisc, i.RootHandle = q.Type(), a.Handle
+		out[name] = i
+	}
+	return out, nil
+}
+
+// SetMTU sets the MTU of interface name in ns; setting the MTU it already
+// has changes nothing.
+func SetMTU(ns *Netns, name string, mtu int) error {
+	l, err := ns.linkByName(name)
+	if err != nil {
+		return err
+	}
+	if l == nil {
+		return fmt.Errorf("set mtu: no interface %s in netns %s", name, ns.path)
+	}
+	if l.Attrs().MTU == mtu {
+		return nil
+	}
+	if err := ns.h.LinkSetMTU(l, mtu); err != nil {
+		return fmt.Errorf("set mtu %d on %s in netns %s: %w", mtu, name, ns.path, err)
+	}
+	return nil
+}

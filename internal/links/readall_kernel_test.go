@@ -1,0 +1,66 @@
+//go:build kernel
+
+package links
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+)
+
+// TestKernelReadAll reads a namespace in one go: the same states as
+// ReadState per interface, with indexes and root qdiscs.
+func TestKernelReadAll(t *testing.T) {
+	v, a, _ := pairOfPods(t, 1400)
+	if _, err := EnsureVeth(v); err != nil {
+		t.Fatal(err)
+	}
+	mustPing(t, a, "10.0.0.2")
+	l, err := a.h.LinkByName("eth1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbf := &netlink.Tbf{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: l.Attrs().Index, Handle: netlink.MakeHandle(5, 0), Parent: netlink.HANDLE_ROOT},
+		Rate: 125000, Limit: 32768, Buffer: 4096}
+	if err := a.h.QdiscAdd(tbf); err != nil {
+		t.Fatal(err)
+	}
+	all, err := ReadAll(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 2 {
+		t.Fatalf("ReadAll: %v, want lo and eth1", all)
+	}
+	for name, got := range all {
+		want := mustState(t, a, name)
+		// Counters read first can only be behind (IPv6 MLD reports run on).
+		if got.Counters.TxPackets > want.Counters.TxPackets || (name == "eth1" && got.Counters.TxPackets == 0) {
+			t.Errorf("%s: tx packets %d, then %d from ReadState", name, got.Counters.TxPackets, want.Counters.TxPackets)
+		}
+		got.Counters, want.Counters = Counters{}, Counters{}
+		if !reflect.DeepEqual(got.State, want) {
+			t.Errorf("%s: ReadAll %+v, ReadState %+v", name, got.State, want)
+		}
+		if got.Index != index(t, a, name) {
+			t.Errorf("%s: index %d, want %d", name, got.Index, index(t, a, name))
+		}
+	}
+	if e := all["eth1"]; e.RootQdisc != "tbf" || e.RootHandle != netlink.MakeHandle(5, 0) {
+		t.Errorf("eth1 root qdisc %s %x, want tbf 5:", e.RootQdisc, e.RootHandle)
+	}
+	if e := all["lo"]; e.RootHandle != 0 {
+		t.Errorf("lo root qdisc %s %x, want the kernel's default (handle 0)", e.RootQdisc, e.RootHandle)
+	}
+
+	if err := SetMTU(a, "eth1", 1300); err != nil {
+		t.Fatal(err)
+	}
+	if m := mustState(t, a, "eth1").MTU; m != 1300 {
+		t.Fatalf("mtu %d after SetMTU 1300", m)
+	}
+	if err := SetMTU(a, "eth9", 1300); err == nil {
+		t.Fatal("SetMTU of a missing interface succeeded")
+	}
+}

@@ -1,0 +1,835 @@
+// Package linkserver is meshnetd's LinkService: runtime control of the links
+// of the pods this node hosts (admin state, netem, routes, MTU, ApplyPod) and
+// their read-back from the kernel.
+//
+// A pod is one that a CNI ADD on this node recorded in the pod store; calls
+// name it by namespace and name, never by netns path. Every request is
+// validated whole before anything changes (InvalidArgument naming each bad
+// field), then the pod and its links are locked (internal/linklock, shared
+// with the wiring) while the kernel is changed, and the answer is read back
+// from the kernel. What the kernel forgets on admin down (static routes, IPv6
+// addresses) and the meshnet-managed route set are kept in a state file per
+// pod, so they survive a daemon restart.
+package linkserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/vishvananda/netns"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/internal/linklock"
+	"github.com/meshnet/meshnet/internal/links"
+	"github.com/meshnet/meshnet/internal/netem"
+	"github.com/meshnet/meshnet/internal/podstore"
+)
+
+// RemoteEnds reaches the far end of a cross-node VXLAN link, which only the
+// peer's node can change: VXLAN carries no carrier, so a cable pull takes
+// both nodes. The wiring's PeerService client satisfies it.
+type RemoteEnds interface {
+	// SetRemoteState sets the admin state of the peer's end of link, a
+	// VXLAN link of pod on this node.
+	SetRemoteState(ctx context.Context, link podstore.Link, pod podstore.Key, up bool) error
+}
+
+// Config is what a Server works on.
+type Config struct {
+	// Pods is the node's pod store (written by CNI ADD).
+	Pods *podstore.Store
+	// StateDir holds a state file per pod (see package doc).
+	StateDir string
+	// Locks serialises work per link; share it with the wiring.
+	Locks *linklock.Locks
+	// Remote sets the far end of VXLAN links; nil makes state changes of
+	// VXLAN links fail with FailedPrecondition rather than half-happen.
+	Remote RemoteEnds
+	// Node is this node's name, reported in LinkStatus.node.
+	Node string
+	// Log receives a record per change; nil discards them.
+	Log *slog.Logger
+}
+
+// Server implements meshnetv1.LinkServiceServer.
+type Server struct {
+	meshnetv1.UnimplementedLinkServiceServer
+	pods   *podstore.Store
+	states *stateStore
+	locks  *linklock.Locks
+	remote RemoteEnds
+	node   string
+	log    *slog.Logger
+}
+
+// New returns a Server for cfg.
+func New(cfg Config) (*Server, error) {
+	if cfg.Pods == nil || cfg.Locks == nil {
+		return nil, errors.New("linkserver: needs a pod store and locks")
+	}
+	states, err := openStateStore(cfg.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("linkserver: %w", err)
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{pods: cfg.Pods, states: states, locks: cfg.Locks, remote: cfg.Remote, node: cfg.Node, log: log}, nil
+}
+
+// lookup finds a pod this node hosts.
+func (s *Server) lookup(namespace, pod string) (podstore.Pod, error) {
+	p, ok := s.pods.Get(podstore.Key{Namespace: namespace, Name: pod})
+	if !ok {
+		return podstore.Pod{}, status.Errorf(codes.NotFound, "pod %s/%s is not wired on node %s", namespace, pod, s.node)
+	}
+	return p, nil
+}
+
+func (s *Server) lookupLink(namespace, pod, intf string) (podstore.Pod, podstore.Link, error) {
+	p, err := s.lookup(namespace, pod)
+	if err != nil {
+		return podstore.Pod{}, podstore.Link{}, err
+	}
+	l, ok := linkOf(p, intf)
+	if !ok {
+		return podstore.Pod{}, podstore.Link{}, status.Errorf(codes.NotFound, "pod %s has no meshnet link %s", p.Key(), intf)
+	}
+	return p, l, nil
+}
+
+func linkOf(p podstore.Pod, intf string) (podstore.Link, bool) {
+	for _, l := range p.Links {
+		if l.LocalIntf == intf {
+			return l, true
+		}
+	}
+	return podstore.Link{}, false
+}
+
+// lockPod locks the pod (its state file and routes), the given interfaces
+// of it and any extra link keys (a veth peer's end).
+func (s *Server) lockPod(k podstore.Key, intfs []string, extra ...linklock.Key) (unlock func()) {
+	keys := []linklock.Key{{Namespace: k.Namespace, Pod: k.Name}}
+	for _, i := range intfs {
+		keys = append(keys, linklock.Key{Namespace: k.Namespace, Pod: k.Name, Interface: i})
+	}
+	return s.locks.Lock(append(keys, extra...)...)
+}
+
+func intfsOf(p podstore.Pod) []string {
+	out := make([]string, len(p.Links))
+	for i, l := range p.Links {
+		out[i] = l.LocalIntf
+	}
+	return out
+}
+
+// podNetns is a pod's network namespace opened for links and for netem.
+type podNetns struct {
+	links  *links.Netns
+	handle netns.NsHandle
+}
+
+func openPod(p podstore.Pod) (*podNetns, error) {
+	n, err := links.OpenNetns(p.Netns)
+	if err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "pod %s: its network namespace is gone: %v", p.Key(), err)
+	}
+	h, err := netns.GetFromPath(p.Netns)
+	if err != nil {
+		n.Close()
+		return nil, status.Errorf(codes.FailedPrecondition, "pod %s: its network namespace is gone: %v", p.Key(), err)
+	}
+	return &podNetns{links: n, handle: h}, nil
+}
+
+func (n *podNetns) Close() {
+	n.links.Close()
+	n.handle.Close()
+}
+
+// kernelErr turns a failed kernel change into a status: FailedPrecondition
+// for what the caller can fix on the node (no sch_netem, a foreign qdisc),
+// Internal otherwise.
+func kernelErr(err error) error {
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	if errors.Is(err, netem.ErrNoNetem) || errors.Is(err, netem.ErrForeignQdisc) {
+		return status.Error(codes.FailedPrecondition, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+// changeAdmin sets intf up or down, keeping what down flushes in st for the
+// up. It reports whether it changed anything; the caller saves st.
+func changeAdmin(n *podNetns, st *podState, intf string, up bool) (bool, error) {
+	cur, err := links.ReadState(n.links, intf)
+	if err != nil {
+		return false, err
+	}
+	saved, wasDown := st.Down[intf]
+	switch {
+	case !up && cur.AdminUp:
+		sv, err := links.SetAdminDown(n.links, intf)
+		if err != nil {
+			return false, err
+		}
+		st.Down[intf] = fromSaved(sv)
+		return true, nil
+	case !up:
+		return false, nil // already down: keep what the first down saved
+	case cur.AdminUp && !wasDown:
+		return false, nil
+	}
+	if err := links.SetAdminUp(n.links, intf, saved.links()); err != nil {
+		return false, err
+	}
+	delete(st.Down, intf)
+	return true, nil
+}
+
+// setAdmin changes a link's admin state on this node and, when remote is
+// set and the link is VXLAN, its far end. The far end is called after the
+// local locks are released, so that two nodes changing both ends of one link
+// at once cannot wait on each other.
+func (s *Server) setAdmin(ctx context.Context, p podstore.Pod, l podstore.Link, up, remote bool) error {
+	err := func() error {
+		defer s.lockPod(p.Key(), []string{l.LocalIntf})()
+		st, err := s.states.load(p)
+		if err != nil {
+			return status.Error(codes.Internal, err.Error())
+		}
+		n, err := openPod(p)
+		if err != nil {
+			return err
+		}
+		defer n.Close()
+		changed, err := changeAdmin(n, &st, l.LocalIntf, up)
+		if err != nil {
+			return kernelErr(err)
+		}
+		if changed {
+			s.log.Info("link admin state set", "pod", p.Key().String(), "link", l.LocalIntf, "node", s.node, "up", up)
+			if err := s.states.save(p.Key(), st); err != nil {
+				return status.Error(codes.Internal, err.Error())
+			}
+		}
+		return nil
+	}()
+	if err != nil || !remote || l.Kind != "vxlan" {
+		return err
+	}
+	if err := s.remote.SetRemoteState(ctx, l, p.Key(), up); err != nil {
+		code := status.Code(err)
+		if code == codes.Unknown || code == codes.OK {
+			code = codes.Unavailable
+		}
+		return status.Errorf(code, "pod %s link %s: this end is set, but setting the peer's end (pod %s on node %s) failed: %v",
+			p.Key(), l.LocalIntf, l.PeerPod, l.PeerNodeIP, err)
+	}
+	return nil
+}
+
+// SetLinkState implements meshnetv1.LinkServiceServer.
+func (s *Server) SetLinkState(ctx context.Context, req *meshnetv1.SetLinkStateRequest) (*meshnetv1.SetLinkStateResponse, error) {
+	var v violations
+	v.namespace(req.GetNamespace())
+	v.pod("pod", req.GetPod())
+	v.ifname("interface", req.GetInterface())
+	v.state("state", req.GetState())
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	p, l, err := s.lookupLink(req.GetNamespace(), req.GetPod(), req.GetInterface())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.needRemote(p, l); err != nil {
+		return nil, err
+	}
+	if err := s.setAdmin(ctx, p, l, req.GetState() == meshnetv1.LinkState_LINK_STATE_UP, true); err != nil {
+		return nil, err
+	}
+	ls, err := s.readLink(p, l.LocalIntf)
+	if err != nil {
+		return nil, err
+	}
+	return &meshnetv1.SetLinkStateResponse{Link: ls}, nil
+}
+
+func (s *Server) needRemote(p podstore.Pod, l podstore.Link) error {
+	if l.Kind == "vxlan" && s.remote == nil {
+		return status.Errorf(codes.FailedPrecondition, "pod %s link %s is VXLAN and this meshnetd has no peer client to set the remote end", p.Key(), l.LocalIntf)
+	}
+	return nil
+}
+
+// SetEndState sets the admin state of this node's end of a link and nothing
+// else: what PeerService.SetRemoteState does for a peer node's meshnetd.
+func (s *Server) SetEndState(ctx context.Context, pod podstore.Key, intf string, state meshnetv1.LinkState) (*meshnetv1.LinkStatus, error) {
+	var v violations
+	v.namespace(pod.Namespace)
+	v.pod("pod", pod.Name)
+	v.ifname("interface", intf)
+	v.state("state", state)
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	p, l, err := s.lookupLink(pod.Namespace, pod.Name, intf)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.setAdmin(ctx, p, l, state == meshnetv1.LinkState_LINK_STATE_UP, false); err != nil {
+		return nil, err
+	}
+	return s.readLink(p, intf)
+}
+
+// SetNetem implements meshnetv1.LinkServiceServer.
+func (s *Server) SetNetem(ctx context.Context, req *meshnetv1.SetNetemRequest) (*meshnetv1.SetNetemResponse, error) {
+	var v violations
+	v.namespace(req.GetNamespace())
+	v.pod("pod", req.GetPod())
+	v.ifname("interface", req.GetInterface())
+	var spec netem.Spec
+	if req.GetNetem() == nil {
+		v.add("netem", "required (ClearNetem removes shaping)")
+	} else {
+		spec = v.netemSpec("netem", req.GetNetem())
+	}
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	p, l, err := s.lookupLink(req.GetNamespace(), req.GetPod(), req.GetInterface())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.withLink(p, l.LocalIntf, func(n *podNetns, st *podState) (bool, error) {
+		return s.applyNetem(n, st, p, l.LocalIntf, spec, false)
+	}); err != nil {
+		return nil, err
+	}
+	ls, err := s.readLink(p, l.LocalIntf)
+	if err != nil {
+		return nil, err
+	}
+	return &meshnetv1.SetNetemResponse{Link: ls}, nil
+}
+
+// ClearNetem implements meshnetv1.LinkServiceServer.
+func (s *Server) ClearNetem(ctx context.Context, req *meshnetv1.ClearNetemRequest) (*meshnetv1.ClearNetemResponse, error) {
+	var v violations
+	v.namespace(req.GetNamespace())
+	v.pod("pod", req.GetPod())
+	v.ifname("interface", req.GetInterface())
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	p, l, err := s.lookupLink(req.GetNamespace(), req.GetPod(), req.GetInterface())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.withLink(p, l.LocalIntf, func(n *podNetns, st *podState) (bool, error) {
+		return s.clearNetem(n, st, p, l.LocalIntf)
+	}); err != nil {
+		return nil, err
+	}
+	ls, err := s.readLink(p, l.LocalIntf)
+	if err != nil {
+		return nil, err
+	}
+	return &meshnetv1.ClearNetemResponse{Link: ls}, nil
+}
+
+// withLink runs change with the pod and intf locked, the pod's netns open
+// and its state loaded, and saves the state when change says it changed.
+func (s *Server) withLink(p podstore.Pod, intf string, change func(*podNetns, *podState) (bool, error)) error {
+	defer s.lockPod(p.Key(), []string{intf})()
+	st, err := s.states.load(p)
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	n, err := openPod(p)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	changed, err := change(n, &st)
+	if err != nil {
+		return kernelErr(err)
+	}
+	if changed {
+		if err := s.states.save(p.Key(), st); err != nil {
+			return status.Error(codes.Internal, err.Error())
+		}
+	}
+	return nil
+}
+
+// applyNetem makes spec intf's shaping. With skipSame, a qdisc that already
+// reads back as spec is not touched (ApplyPod's idempotence).
+func (s *Server) applyNetem(n *podNetns, st *podState, p podstore.Pod, intf string, spec netem.Spec, skipSame bool) (bool, error) {
+	if skipSame {
+		cur, err := netem.Get(n.handle, intf)
+		if err == nil && cur.Owner == netem.OwnerMeshnet && cur.Undecoded == nil &&
+			sameNetem(cur.Spec, spec) && st.Distribution[intf] == string(spec.Distribution) {
+			return false, nil
+		}
+	}
+	if err := netem.Apply(n.handle, intf, spec); err != nil {
+		return false, err
+	}
+	st.Distribution[intf] = string(spec.Distribution)
+	s.log.Info("netem set", "pod", p.Key().String(), "link", intf, "node", s.node, "spec", fmt.Sprintf("%+v", spec))
+	return true, nil
+}
+
+func (s *Server) clearNetem(n *podNetns, st *podState, p podstore.Pod, intf string) (bool, error) {
+	cur, err := netem.Get(n.handle, intf)
+	if err != nil {
+		return false, err
+	}
+	if cur.Owner == netem.OwnerNone {
+		delete(st.Distribution, intf)
+		return false, nil
+	}
+	if err := netem.Clear(n.handle, intf); err != nil {
+		return false, err
+	}
+	delete(st.Distribution, intf)
+	s.log.Info("netem cleared", "pod", p.Key().String(), "link", intf, "node", s.node)
+	return true, nil
+}
+
+// sameNetem reports whether the kernel's read-back got equals the effective
+// form of want (defaults resolved as Apply resolves them; the kernel does not
+// report the distribution).
+func sameNetem(got, want netem.Spec) bool {
+	if want.Limit == 0 {
+		want.Limit = netem.DefaultLimit(want)
+	}
+	if want.Reorder > 0 && want.Gap == 0 {
+		want.Gap = 1
+	}
+	want.Distribution, got.Distribution = "", ""
+	return got == want
+}
+
+// GetLink implements meshnetv1.LinkServiceServer.
+func (s *Server) GetLink(ctx context.Context, req *meshnetv1.GetLinkRequest) (*meshnetv1.GetLinkResponse, error) {
+	var v violations
+	v.namespace(req.GetNamespace())
+	v.pod("pod", req.GetPod())
+	v.ifname("interface", req.GetInterface())
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	p, l, err := s.lookupLink(req.GetNamespace(), req.GetPod(), req.GetInterface())
+	if err != nil {
+		return nil, err
+	}
+	ls, err := s.readLink(p, l.LocalIntf)
+	if err != nil {
+		return nil, err
+	}
+	return &meshnetv1.GetLinkResponse{Link: ls}, nil
+}
+
+// ListLinks implements meshnetv1.LinkServiceServer.
+func (s *Server) ListLinks(ctx context.Context, req *meshnetv1.ListLinksRequest) (*meshnetv1.ListLinksResponse, error) {
+	var v violations
+	v.namespace(req.GetNamespace())
+	if req.GetPod() != "" {
+		v.pod("pod", req.GetPod())
+	}
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	var pods []podstore.Pod
+	if req.GetPod() != "" {
+		p, err := s.lookup(req.GetNamespace(), req.GetPod())
+		if err != nil {
+			return nil, err
+		}
+		pods = []podstore.Pod{p}
+	} else {
+		for _, p := range s.pods.List() {
+			if p.Namespace == req.GetNamespace() {
+				pods = append(pods, p)
+			}
+		}
+	}
+	resp := &meshnetv1.ListLinksResponse{}
+	for _, p := range pods {
+		ls, err := s.readPod(p, "")
+		if err != nil {
+			return nil, err
+		}
+		resp.Links = append(resp.Links, ls...)
+	}
+	return resp, nil
+}
+
+func (s *Server) readLink(p podstore.Pod, intf string) (*meshnetv1.LinkStatus, error) {
+	ls, err := s.readPod(p, intf)
+	if err != nil {
+		return nil, err
+	}
+	if len(ls) != 1 {
+		return nil, status.Errorf(codes.NotFound, "pod %s has no meshnet link %s", p.Key(), intf)
+	}
+	return ls[0], nil
+}
+
+// readPod reads the pod's links (only the one named only, when set) back
+// from the kernel, ordered by interface: one dump each of links, addresses
+// and qdiscs for the pod, and a netem read of the links whose root qdisc is
+// not the kernel's default.
+func (s *Server) readPod(p podstore.Pod, only string) ([]*meshnetv1.LinkStatus, error) {
+	st, err := s.states.load(p)
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	now := timestamppb.Now()
+	var out []*meshnetv1.LinkStatus
+	n, err := openPod(p)
+	if err != nil {
+		// The sandbox is gone (or going): report the links, not a failure,
+		// so that a listing of the namespace still shows the other pods.
+		for _, l := range p.Links {
+			if only == "" || l.LocalIntf == only {
+				ls := s.baseStatus(p, l)
+				ls.ReadTime, ls.LastError = now, joinMsg(st.LastError[l.LocalIntf], status.Convert(err).Message())
+				out = append(out, ls)
+			}
+		}
+		return out, nil
+	}
+	defer n.Close()
+	ifaces, err := links.ReadAll(n.links)
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	var conn *netem.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close()
+		}
+	}()
+	for _, l := range p.Links {
+		if only != "" && l.LocalIntf != only {
+			continue
+		}
+		ls := s.baseStatus(p, l)
+		ls.ReadTime = now
+		ls.LastError = st.LastError[l.LocalIntf]
+		out = append(out, ls)
+		k, ok := ifaces[l.LocalIntf]
+		if !ok {
+			ls.LastError = joinMsg(ls.LastError, "interface missing from the pod's network namespace")
+			continue
+		}
+		fillKernel(ls, k.State)
+		if k.RootHandle == 0 {
+			ls.QdiscOwner, ls.QdiscKind = meshnetv1.QdiscOwner_QDISC_OWNER_NONE, k.RootQdisc
+			continue
+		}
+		if conn == nil {
+			if conn, err = netem.Open(n.handle); err != nil {
+				return nil, status.Error(codes.Internal, err.Error())
+			}
+		}
+		q, err := conn.Get(l.LocalIntf)
+		if err != nil {
+			ls.LastError = joinMsg(ls.LastError, err.Error())
+			continue
+		}
+		fillQdisc(ls, q, netem.Distribution(st.Distribution[l.LocalIntf]))
+	}
+	slices.SortFunc(out, func(a, b *meshnetv1.LinkStatus) int { return strings.Compare(a.Interface, b.Interface) })
+	return out, nil
+}
+
+func joinMsg(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+var kinds = map[string]meshnetv1.LinkKind{
+	"veth": meshnetv1.LinkKind_LINK_KIND_VETH, "vxlan": meshnetv1.LinkKind_LINK_KIND_VXLAN,
+	"phy": meshnetv1.LinkKind_LINK_KIND_PHYSICAL, "macvlan": meshnetv1.LinkKind_LINK_KIND_MACVLAN,
+}
+
+// baseStatus is what the pod store knows of a link.
+func (s *Server) baseStatus(p podstore.Pod, l podstore.Link) *meshnetv1.LinkStatus {
+	ls := &meshnetv1.LinkStatus{
+		Pod:       &meshnetv1.PodRef{Namespace: p.Namespace, Name: p.Name},
+		Interface: l.LocalIntf,
+		Uid:       uint32(l.UID),
+		Kind:      kinds[l.Kind],
+		Node:      s.node,
+		Peer:      peerOf(p, l),
+	}
+	if l.Kind == "vxlan" || l.Kind == "phy" {
+		ls.Vxlan = &meshnetv1.Vxlan{Vni: l.VNI, RemoteVtep: l.PeerNodeIP}
+	}
+	return ls
+}
+
+func peerOf(p podstore.Pod, l podstore.Link) *meshnetv1.Peer {
+	switch l.Kind {
+	case "macvlan":
+		return &meshnetv1.Peer{Peer: &meshnetv1.Peer_Host{Host: &meshnetv1.HostPeer{Parent: l.PeerIntf}}}
+	case "phy":
+		return &meshnetv1.Peer{Peer: &meshnetv1.Peer_Physical{Physical: &meshnetv1.PhysicalPeer{Name: l.PeerPod, Interface: l.PeerIntf}}}
+	}
+	return &meshnetv1.Peer{Peer: &meshnetv1.Peer_Pod{Pod: &meshnetv1.PodPeer{
+		Pod: &meshnetv1.PodRef{Namespace: p.Namespace, Name: l.PeerPod}, Interface: l.PeerIntf,
+	}}}
+}
+
+func fillKernel(ls *meshnetv1.LinkStatus, k links.State) {
+	ls.AdminState = meshnetv1.LinkState_LINK_STATE_DOWN
+	if k.AdminUp {
+		ls.AdminState = meshnetv1.LinkState_LINK_STATE_UP
+	}
+	ls.Carrier = k.Carrier
+	ls.Mtu = uint32(k.MTU)
+	for _, a := range k.Addrs {
+		if a.Addr().IsLinkLocalUnicast() {
+			continue // the kernel's fe80::, not configured by anyone
+		}
+		ls.Addresses = append(ls.Addresses, a.String())
+	}
+	c := k.Counters
+	ls.Counters = &meshnetv1.LinkCounters{
+		RxBytes: c.RxBytes, TxBytes: c.TxBytes, RxPackets: c.RxPackets, TxPackets: c.TxPackets,
+		RxDrops: c.RxDropped, TxDrops: c.TxDropped, RxErrors: c.RxErrors, TxErrors: c.TxErrors,
+	}
+}
+
+var owners = map[netem.Owner]meshnetv1.QdiscOwner{
+	netem.OwnerNone: meshnetv1.QdiscOwner_QDISC_OWNER_NONE, netem.OwnerMeshnet: meshnetv1.QdiscOwner_QDISC_OWNER_MESHNET,
+	netem.OwnerForeign: meshnetv1.QdiscOwner_QDISC_OWNER_FOREIGN,
+}
+
+// fillQdisc adds the root qdisc; dist is the distribution meshnet last
+// applied, which the kernel does not report.
+func fillQdisc(ls *meshnetv1.LinkStatus, q netem.State, dist netem.Distribution) {
+	ls.QdiscOwner = owners[q.Owner]
+	ls.QdiscKind = q.Kind
+	if q.Kind != "netem" || q.Undecoded != nil {
+		return
+	}
+	if q.Owner != netem.OwnerMeshnet {
+		dist = ""
+	}
+	ls.Netem = netemProto(q.Spec, dist)
+}
+
+func netemProto(s netem.Spec, dist netem.Distribution) *meshnetv1.NetemSpec {
+	p := &meshnetv1.NetemSpec{
+		DelayCorrelationPercent:     s.DelayCorrelation,
+		LossPercent:                 s.Loss,
+		LossCorrelationPercent:      s.LossCorrelation,
+		DuplicatePercent:            s.Duplicate,
+		DuplicateCorrelationPercent: s.DuplicateCorrelation,
+		CorruptPercent:              s.Corrupt,
+		CorruptCorrelationPercent:   s.CorruptCorrelation,
+		ReorderPercent:              s.Reorder,
+		ReorderCorrelationPercent:   s.ReorderCorrelation,
+		Gap:                         s.Gap,
+		RateBps:                     s.RateBps,
+		LimitPackets:                s.Limit,
+	}
+	if s.Delay != 0 {
+		p.Delay = durationpb.New(s.Delay)
+	}
+	if s.Jitter != 0 {
+		p.Jitter = durationpb.New(s.Jitter)
+	}
+	for k, d := range distributions {
+		if d == dist && k != meshnetv1.NetemDistribution_NETEM_DISTRIBUTION_UNSPECIFIED {
+			p.Distribution = k
+		}
+	}
+	return p
+}
+
+// routesIn reads back the managed routes st.Routes from the kernel, each as
+// the kernel has it (dev resolved); routes through a link meshnet took down
+// are not in the kernel until it comes up.
+func routesIn(n *podNetns, st *podState) ([]*meshnetv1.Route, error) {
+	if len(st.Routes) == 0 {
+		return nil, nil
+	}
+	all, err := links.ReadAll(n.links)
+	if err != nil {
+		return nil, err
+	}
+	var kernel []route
+	for dev := range all {
+		if dev == "lo" {
+			continue
+		}
+		rs, err := links.StaticRoutes(n.links, dev)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rs {
+			kernel = append(kernel, fromLinksRoute(r))
+		}
+	}
+	var out []*meshnetv1.Route
+	for _, want := range st.Routes {
+		for _, k := range kernel {
+			if !k.sameDst(want) || (want.Gw.IsValid() && k.Gw != want.Gw) || (want.Dev != "" && k.Dev != want.Dev) {
+				continue
+			}
+			r := &meshnetv1.Route{Dst: k.Dst.String(), Dev: k.Dev}
+			if k.Gw.IsValid() {
+				r.Gw = k.Gw.String()
+			}
+			out = append(out, r)
+			break
+		}
+	}
+	return out, nil
+}
+
+// convergeRoutes makes want the managed route set: managed routes not in
+// want are deleted, the others added or replaced. A route through a link
+// meshnet took down is kept with that link's saved routes, for its up.
+func convergeRoutes(n *podNetns, st *podState, want []route) (bool, error) {
+	changed := false
+	for _, old := range st.Routes {
+		if slices.ContainsFunc(want, old.sameDst) {
+			continue
+		}
+		for dev, sv := range st.Down {
+			sv.Routes = slices.DeleteFunc(sv.Routes, old.sameDst)
+			st.Down[dev] = sv
+		}
+		if err := links.DeleteRoute(n.links, old.links()); err != nil {
+			return changed, err
+		}
+		changed = true
+	}
+	have := map[string][]route{} // static routes per dev, listed once
+	for _, r := range want {
+		if sv, down := st.Down[r.Dev]; down && r.Dev != "" {
+			sv.Routes = append(slices.DeleteFunc(sv.Routes, r.sameDst), r)
+			st.Down[r.Dev] = sv
+			changed = true
+			continue
+		}
+		if r.Dev != "" {
+			rs, listed := have[r.Dev]
+			if !listed {
+				kernel, err := links.StaticRoutes(n.links, r.Dev)
+				if err != nil {
+					return changed, err
+				}
+				rs = make([]route, 0, len(kernel))
+				for _, k := range kernel {
+					rs = append(rs, fromLinksRoute(k))
+				}
+				have[r.Dev] = rs
+			}
+			if slices.ContainsFunc(rs, func(k route) bool { return k.sameDst(r) && k.Gw == r.Gw }) {
+				continue
+			}
+		}
+		if err := links.ReplaceRoute(n.links, r.links()); err != nil {
+			return changed, err
+		}
+		changed = true
+	}
+	if !slices.Equal(st.Routes, want) {
+		st.Routes = want
+		changed = true
+	}
+	return changed, nil
+}
+
+// SetRoutes implements meshnetv1.LinkServiceServer.
+func (s *Server) SetRoutes(ctx context.Context, req *meshnetv1.SetRoutesRequest) (*meshnetv1.SetRoutesResponse, error) {
+	var v violations
+	v.namespace(req.GetNamespace())
+	v.pod("pod", req.GetPod())
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	p, err := s.lookup(req.GetNamespace(), req.GetPod())
+	if err != nil {
+		return nil, err
+	}
+	var out []*meshnetv1.Route
+	err = s.withPod(p, nil, func(n *podNetns, st *podState, devs map[string]links.Interface) (bool, error) {
+		want := v.routes("routes", req.GetRoutes(), devs)
+		if err := v.err(); err != nil {
+			return false, err
+		}
+		changed, err := convergeRoutes(n, st, want)
+		if err != nil {
+			return changed, err
+		}
+		s.logChange(changed, "routes set", p, "routes", len(want))
+		out, err = routesIn(n, st)
+		return changed, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &meshnetv1.SetRoutesResponse{Routes: out}, nil
+}
+
+func (s *Server) logChange(changed bool, msg string, p podstore.Pod, args ...any) {
+	if changed {
+		s.log.Info(msg, append([]any{"pod", p.Key().String(), "node", s.node}, args...)...)
+	}
+}
+
+// withPod runs change with the pod, all its links and the extra keys
+// locked, its netns open, its state loaded and the interfaces in its netns
+// read; the state is saved when change reports a change, even when
+// it fails part way.
+func (s *Server) withPod(p podstore.Pod, extra []linklock.Key, change func(*podNetns, *podState, map[string]links.Interface) (bool, error)) error {
+	defer s.lockPod(p.Key(), intfsOf(p), extra...)()
+	st, err := s.states.load(p)
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	n, err := openPod(p)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	all, err := links.ReadAll(n.links)
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	changed, cerr := change(n, &st, all)
+	if changed {
+		if err := s.states.save(p.Key(), st); err != nil {
+			return status.Error(codes.Internal, errors.Join(cerr, err).Error())
+		}
+	}
+	if cerr != nil {
+		return kernelErr(cerr)
+	}
+	return nil
+}

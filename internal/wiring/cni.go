@@ -1,0 +1,349 @@
+package wiring
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/linklock"
+	"github.com/meshnet/meshnet/internal/links"
+	"github.com/meshnet/meshnet/internal/podstore"
+)
+
+type cniServer struct {
+	meshnetv1.UnimplementedCNIServiceServer
+	w *Wirer
+}
+
+func podKey(ref *meshnetv1.PodRef) (podstore.Key, error) {
+	if ref.GetNamespace() == "" || ref.GetName() == "" {
+		return podstore.Key{}, status.Error(codes.InvalidArgument, "pod namespace and name are required (CNI_ARGS K8S_POD_NAMESPACE, K8S_POD_NAME)")
+	}
+	return podstore.Key{Namespace: ref.GetNamespace(), Name: ref.GetName()}, nil
+}
+
+// SetupPod is CNI ADD: it records the pod, then makes each of its links.
+func (s cniServer) SetupPod(ctx context.Context, req *meshnetv1.SetupPodRequest) (*meshnetv1.SetupPodResponse, error) {
+	w := s.w
+	k, err := podKey(req.GetPod())
+	if err != nil {
+		return nil, err
+	}
+	cni := req.GetCni()
+	if cni.GetContainerId() == "" || cni.GetNetns() == "" {
+		return nil, status.Errorf(codes.InvalidArgument, "pod %s: container id and netns are required", k)
+	}
+	log := w.log.With("pod", k.String(), "container_id", cni.GetContainerId())
+	topo, err := w.topology(ctx, k)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "pod %s: %v", k, err)
+	}
+	if topo == nil || len(topo.Spec.Links) == 0 {
+		log.Info("no Topology links: pod left alone")
+		return &meshnetv1.SetupPodResponse{}, nil
+	}
+	same, err := sameFile(cni.GetNetns(), w.cfg.NodeNetns)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "pod %s: netns %s: %v", k, cni.GetNetns(), err)
+	}
+	if same {
+		return nil, status.Errorf(codes.InvalidArgument, "pod %s: netns %s is the node's own network namespace", k, cni.GetNetns())
+	}
+	ns, err := links.OpenNetns(cni.GetNetns())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "pod %s: %v", k, err)
+	}
+	defer ns.Close()
+
+	recLinks := make([]podstore.Link, len(topo.Spec.Links))
+	for i, l := range topo.Spec.Links {
+		recLinks[i] = podstore.Link{UID: l.UID, LocalIntf: l.LocalIntf, Kind: string(kindOf(l)), PeerPod: l.PeerPod, PeerIntf: l.PeerIntf}
+	}
+	if err := w.putRecord(podstore.Pod{
+		Namespace: k.Namespace, Name: k.Name, ContainerID: cni.GetContainerId(), Netns: cni.GetNetns(), Links: recLinks,
+	}); err != nil {
+		return nil, status.Errorf(codes.Internal, "pod %s: %v", k, err)
+	}
+
+	p := pod{key: k, ns: ns, topo: topo}
+	resp := &meshnetv1.SetupPodResponse{}
+	var (
+		failed  []string
+		remotes []wired
+		touched = []podstore.Key{k}
+	)
+	done := map[int]podstore.Link{}
+	for _, l := range topo.Spec.Links {
+		wd, err := w.wireLink(ctx, p, l)
+		if err != nil {
+			log.Error("link failed", "link", l.UID, "intf", l.LocalIntf, "error", err)
+			w.setLastErr(k, l.UID, err.Error())
+			failed = append(failed, err.Error())
+			continue
+		}
+		done[l.UID] = wd.record
+		resp.Links = append(resp.Links, wd.result)
+		if wd.remote != nil {
+			remotes = append(remotes, wd)
+		}
+		if wd.touched != nil {
+			touched = append(touched, *wd.touched)
+		}
+	}
+	if err := w.updateRecord(k, func(pp *podstore.Pod) {
+		if pp.ContainerID != cni.GetContainerId() {
+			return
+		}
+		for i := range pp.Links {
+			if r, ok := done[pp.Links[i].UID]; ok {
+				pp.Links[i] = r
+			}
+		}
+	}); err != nil {
+		failed = append(failed, err.Error())
+	}
+	w.createRemoteEnds(ctx, k, remotes)
+	for _, t := range touched {
+		w.status.Add(t)
+	}
+	if len(failed) > 0 {
+		return nil, status.Errorf(codes.Internal, "pod %s: %d of %d links failed: %s", k, len(failed), len(topo.Spec.Links), strings.Join(failed, "; "))
+	}
+	log.Info("pod wired", "links", len(resp.Links))
+	return resp, nil
+}
+
+func (w *Wirer) putRecord(p podstore.Pod) error {
+	defer w.recMu.Lock(endKey(p.Key(), ""))()
+	return w.cfg.Store.Put(p)
+}
+
+// createRemoteEnds asks the peers' nodes, in parallel, for their ends of
+// this pod's VXLAN links. A peer that is not wired on its node yet, or a
+// node that does not answer, leaves the link pending: the peer's own ADD
+// makes its end.
+func (w *Wirer) createRemoteEnds(ctx context.Context, k podstore.Key, remotes []wired) {
+	var wg sync.WaitGroup
+	for _, r := range remotes {
+		wg.Go(func() {
+			res := r.result
+			c, err := w.peerClient(r.peerIP)
+			if err == nil {
+				cctx, cancel := context.WithTimeout(ctx, peerCallTimeout)
+				_, err = c.CreateRemoteEnd(cctx, r.remote)
+				cancel()
+			}
+			switch st := status.Convert(err); {
+			case err == nil:
+				res.Phase = meshnetv1.LinkPhase_LINK_PHASE_READY
+			case st.Code() == codes.FailedPrecondition:
+				res.Phase, res.Message = meshnetv1.LinkPhase_LINK_PHASE_PENDING, st.Message()
+			default:
+				res.Phase, res.Message = meshnetv1.LinkPhase_LINK_PHASE_PENDING, fmt.Sprintf("meshnetd at %s: %s", r.peerIP, st.Message())
+				w.log.Warn("remote end not created", "pod", k.String(), "link", res.Uid, "peer_node_ip", r.peerIP, "error", st.Message())
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TeardownPod is CNI DEL: it removes the pod's ends and the remote ends of
+// its VXLAN links, from the pod's record alone, so it works when the
+// Topology (the pod's or a peer's) is gone.
+func (s cniServer) TeardownPod(ctx context.Context, req *meshnetv1.TeardownPodRequest) (*meshnetv1.TeardownPodResponse, error) {
+	w := s.w
+	k, err := podKey(req.GetPod())
+	if err != nil {
+		return nil, err
+	}
+	log := w.log.With("pod", k.String(), "container_id", req.GetCni().GetContainerId())
+	rec, ok := w.cfg.Store.Get(k)
+	if !ok {
+		return &meshnetv1.TeardownPodResponse{}, nil
+	}
+	if id := req.GetCni().GetContainerId(); id != "" && id != rec.ContainerID {
+		log.Info("DEL of an old sandbox: the pod's current links are left alone", "current_container_id", rec.ContainerID)
+		return &meshnetv1.TeardownPodResponse{}, nil
+	}
+	w.setDeleting(k, true)
+	defer w.setDeleting(k, false)
+
+	ns, err := links.OpenNetns(rec.Netns)
+	if err != nil {
+		// The namespace is gone and its interfaces with it; the remote
+		// ends remain to be removed.
+		log.Info("pod netns already gone", "netns", rec.Netns, "error", err)
+		ns = nil
+	} else {
+		defer ns.Close()
+	}
+	resp := &meshnetv1.TeardownPodResponse{}
+	var (
+		failed []string
+		wg     sync.WaitGroup
+	)
+	touched := []podstore.Key{k}
+	for _, l := range rec.Links {
+		peerKey := podstore.Key{Namespace: k.Namespace, Name: l.PeerPod}
+		_, peerLocal := w.cfg.Store.Get(peerKey)
+		lockKeys := []linklock.Key{endKey(k, l.LocalIntf)}
+		if peerLocal && l.Kind != string(v1beta1.LinkKindPhy) && l.Kind != string(v1beta1.LinkKindMacvlan) {
+			lockKeys = append(lockKeys, endKey(peerKey, l.PeerIntf))
+			touched = append(touched, peerKey)
+		}
+		if ns != nil {
+			unlock := w.cfg.Locks.Lock(lockKeys...)
+			err := links.Delete(ns, l.LocalIntf)
+			unlock()
+			if err != nil {
+				failed = append(failed, err.Error())
+				continue
+			}
+		}
+		resp.Links = append(resp.Links, &meshnetv1.LinkResult{
+			Interface: l.LocalIntf, Uid: uint32(l.UID), Kind: protoKind(v1beta1.LinkKind(l.Kind)), Phase: meshnetv1.LinkPhase_LINK_PHASE_DELETED,
+		})
+		if peerLocal || (l.Kind != string(v1beta1.LinkKindVXLAN) && l.Kind != "") {
+			continue
+		}
+		wg.Go(func() {
+			if err := w.deleteRemoteEnd(ctx, k, l); err != nil {
+				log.Warn("remote end not removed; its pod's DEL removes it", "link", l.UID, "peer", l.PeerPod, "error", err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(failed) > 0 {
+		return nil, status.Errorf(codes.Internal, "pod %s: %s", k, strings.Join(failed, "; "))
+	}
+	if err := w.cfg.Store.Delete(k, rec.ContainerID); err != nil {
+		return nil, status.Errorf(codes.Internal, "pod %s: %v", k, err)
+	}
+	w.mu.Lock()
+	for id := range w.lastErr {
+		if id.pod == k {
+			delete(w.lastErr, id)
+		}
+	}
+	w.mu.Unlock()
+	for _, t := range touched {
+		w.status.Add(t)
+	}
+	log.Info("pod unwired", "links", len(resp.Links))
+	return resp, nil
+}
+
+// deleteRemoteEnd removes the peer's end of a VXLAN link on its node.
+func (w *Wirer) deleteRemoteEnd(ctx context.Context, k podstore.Key, l podstore.Link) error {
+	ip, err := netip.ParseAddr(l.PeerNodeIP)
+	if err != nil {
+		node, nodeIP, err := w.peerNode(ctx, podstore.Key{Namespace: k.Namespace, Name: l.PeerPod})
+		if err != nil {
+			return err
+		}
+		if node == "" || node == w.cfg.NodeName || !nodeIP.IsValid() {
+			return nil
+		}
+		ip = nodeIP
+	}
+	vni := l.VNI
+	if vni == 0 {
+		vni = links.VNI(k.Namespace, k.Name, l.PeerPod, l.UID)
+	}
+	c, err := w.peerClient(ip)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, peerCallTimeout)
+	defer cancel()
+	_, err = c.DeleteRemoteEnd(cctx, &meshnetv1.DeleteRemoteEndRequest{
+		End: &meshnetv1.LinkEnd{Pod: &meshnetv1.PodRef{Namespace: k.Namespace, Name: l.PeerPod}, Interface: l.PeerIntf, Uid: uint32(l.UID)},
+		Vni: vni,
+	})
+	if err != nil {
+		return fmt.Errorf("meshnetd at %s: %w", ip, err)
+	}
+	return nil
+}
+
+// CheckPod is CNI CHECK: every link end this node should have made must be
+// there, of the right kind.
+func (s cniServer) CheckPod(ctx context.Context, req *meshnetv1.CheckPodRequest) (*meshnetv1.CheckPodResponse, error) {
+	w := s.w
+	k, err := podKey(req.GetPod())
+	if err != nil {
+		return nil, err
+	}
+	topo, err := w.topology(ctx, k)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "pod %s: %v", k, err)
+	}
+	if topo == nil || len(topo.Spec.Links) == 0 {
+		return &meshnetv1.CheckPodResponse{}, nil
+	}
+	rec, ok := w.cfg.Store.Get(k)
+	if !ok {
+		return nil, status.Errorf(codes.FailedPrecondition, "pod %s has Topology links but was never wired on node %s", k, w.cfg.NodeName)
+	}
+	if id := req.GetCni().GetContainerId(); id != "" && id != rec.ContainerID {
+		return nil, status.Errorf(codes.FailedPrecondition, "pod %s: wired for sandbox %s, not %s", k, rec.ContainerID, id)
+	}
+	ns, err := links.OpenNetns(rec.Netns)
+	if err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "pod %s: %v", k, err)
+	}
+	defer ns.Close()
+	byUID := map[int]podstore.Link{}
+	for _, l := range rec.Links {
+		byUID[l.UID] = l
+	}
+	resp := &meshnetv1.CheckPodResponse{}
+	var problems []string
+	for _, l := range topo.Spec.Links {
+		r := byUID[l.UID]
+		res := &meshnetv1.LinkResult{Interface: l.LocalIntf, Uid: uint32(l.UID), Kind: protoKind(v1beta1.LinkKind(r.Kind)), Peer: protoPeer(k.Namespace, l, "")}
+		st, err := links.ReadState(ns, l.LocalIntf)
+		if err == nil {
+			if want := kernelKind(v1beta1.LinkKind(r.Kind)); want != "" && st.Kind != want {
+				problems = append(problems, fmt.Sprintf("%s is a %s, want %s", l.LocalIntf, st.Kind, want))
+				continue
+			}
+			res.Phase = meshnetv1.LinkPhase_LINK_PHASE_READY
+			resp.Links = append(resp.Links, res)
+			continue
+		}
+		_, peerLocal := w.cfg.Store.Get(podstore.Key{Namespace: k.Namespace, Name: l.PeerPod})
+		expected := r.Kind == string(v1beta1.LinkKindPhy) || r.Kind == string(v1beta1.LinkKindMacvlan) ||
+			(r.Kind == string(v1beta1.LinkKindVeth) && peerLocal) || (r.Kind == string(v1beta1.LinkKindVXLAN) && r.PeerNodeIP != "")
+		if expected {
+			problems = append(problems, fmt.Sprintf("link %d: %s is missing", l.UID, l.LocalIntf))
+			continue
+		}
+		res.Phase, res.Message = meshnetv1.LinkPhase_LINK_PHASE_PENDING, "waiting for peer "+l.PeerPod
+		resp.Links = append(resp.Links, res)
+	}
+	if len(problems) > 0 {
+		return nil, status.Errorf(codes.FailedPrecondition, "pod %s: %s", k, strings.Join(problems, "; "))
+	}
+	return resp, nil
+}
+
+// kernelKind is the kernel's name for how a kind of link is made.
+func kernelKind(k v1beta1.LinkKind) string {
+	switch k {
+	case v1beta1.LinkKindVeth:
+		return "veth"
+	case v1beta1.LinkKindVXLAN, v1beta1.LinkKindPhy:
+		return "vxlan"
+	case v1beta1.LinkKindMacvlan:
+		return "macvlan"
+	}
+	return ""
+}

@@ -1,0 +1,317 @@
+package wiring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/vishvananda/netns"
+
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/linklock"
+	"github.com/meshnet/meshnet/internal/links"
+	"github.com/meshnet/meshnet/internal/netem"
+	"github.com/meshnet/meshnet/internal/podstore"
+)
+
+// localhost as peer_pod makes a link a macvlan on the node NIC peer_intf.
+const localhost = "localhost"
+
+// kindOf is how a link is made, as far as its spec alone tells: a link to
+// a pod is veth or vxlan depending on where the peer runs.
+func kindOf(l v1beta1.Link) v1beta1.LinkKind {
+	switch {
+	case l.LinkOptions != nil:
+		return v1beta1.LinkKindPhy
+	case l.PeerPod == localhost:
+		return v1beta1.LinkKindMacvlan
+	}
+	return ""
+}
+
+func protoKind(k v1beta1.LinkKind) meshnetv1.LinkKind {
+	switch k {
+	case v1beta1.LinkKindVeth:
+		return meshnetv1.LinkKind_LINK_KIND_VETH
+	case v1beta1.LinkKindVXLAN:
+		return meshnetv1.LinkKind_LINK_KIND_VXLAN
+	case v1beta1.LinkKindPhy:
+		return meshnetv1.LinkKind_LINK_KIND_PHYSICAL
+	case v1beta1.LinkKindMacvlan:
+		return meshnetv1.LinkKind_LINK_KIND_MACVLAN
+	}
+	return meshnetv1.LinkKind_LINK_KIND_UNSPECIFIED
+}
+
+func protoPeer(namespace string, l v1beta1.Link, peerNode string) *meshnetv1.Peer {
+	switch kindOf(l) {
+	case v1beta1.LinkKindPhy:
+		return &meshnetv1.Peer{Peer: &meshnetv1.Peer_Physical{Physical: &meshnetv1.PhysicalPeer{Name: l.PeerPod, Interface: l.PeerIntf}}}
+	case v1beta1.LinkKindMacvlan:
+		return &meshnetv1.Peer{Peer: &meshnetv1.Peer_Host{Host: &meshnetv1.HostPeer{Parent: l.PeerIntf}}}
+	}
+	return &meshnetv1.Peer{Peer: &meshnetv1.Peer_Pod{Pod: &meshnetv1.PodPeer{
+		Pod: &meshnetv1.PodRef{Namespace: namespace, Name: l.PeerPod}, Interface: l.PeerIntf, Node: peerNode,
+	}}}
+}
+
+// end is the kernel end of a Topology link in ns.
+func end(ns *links.Netns, name, ip string, mtu *int32, state *v1beta1.LinkState) (links.End, error) {
+	e := links.End{NS: ns, Name: name, Down: state != nil && *state == v1beta1.LinkDown}
+	if mtu != nil {
+		e.MTU = int(*mtu)
+	}
+	if ip != "" {
+		p, err := netip.ParsePrefix(ip)
+		if err != nil {
+			return links.End{}, fmt.Errorf("address %q of %s: %w", ip, name, err)
+		}
+		e.Addrs = []netip.Prefix{p}
+	}
+	return e, nil
+}
+
+// findLink returns the link uid of a Topology, nil when it has none.
+func findLink(t *v1beta1.Topology, uid int) *v1beta1.Link {
+	if t == nil {
+		return nil
+	}
+	for i := range t.Spec.Links {
+		if t.Spec.Links[i].UID == uid {
+			return &t.Spec.Links[i]
+		}
+	}
+	return nil
+}
+
+// endKey is the lock of a link end.
+func endKey(k podstore.Key, intf string) linklock.Key {
+	return linklock.Key{Namespace: k.Namespace, Pod: k.Name, Interface: intf}
+}
+
+// pod is a pod being wired: its record, open namespace and Topology.
+type pod struct {
+	key  podstore.Key
+	ns   *links.Netns
+	topo *v1beta1.Topology
+}
+
+// wired is what wiring one link of a pod did.
+type wired struct {
+	result *meshnetv1.LinkResult
+	record podstore.Link
+	// remote is the peer's end to create through its node's meshnetd, once
+	// the local locks are released (two nodes each holding their end's lock
+	// while calling the other would deadlock).
+	remote *meshnetv1.CreateRemoteEndRequest
+	// peerIP is the node the remote call goes to.
+	peerIP netip.Addr
+	// touched is a local peer pod whose status changed too.
+	touched *podstore.Key
+}
+
+// wireLink makes this pod's end of l, and the peer's end of a veth.
+func (w *Wirer) wireLink(ctx context.Context, p pod, l v1beta1.Link) (wired, error) {
+	kind := kindOf(l)
+	res := &meshnetv1.LinkResult{Interface: l.LocalIntf, Uid: uint32(l.UID), Peer: protoPeer(p.key.Namespace, l, "")}
+	rec := podstore.Link{UID: l.UID, LocalIntf: l.LocalIntf, Kind: string(kind), PeerPod: l.PeerPod, PeerIntf: l.PeerIntf}
+	self, err := end(p.ns, l.LocalIntf, l.LocalIP, l.MTU, l.State)
+	if err != nil {
+		return wired{}, err
+	}
+	log := w.log.With("pod", p.key.String(), "link", l.UID, "intf", l.LocalIntf)
+
+	switch kind {
+	case v1beta1.LinkKindPhy:
+		o := l.LinkOptions
+		remote, err := netip.ParseAddr(o.RemoteVTEP)
+		if err != nil {
+			return wired{}, fmt.Errorf("link %d: remote_vtep %q: %w", l.UID, o.RemoteVTEP, err)
+		}
+		x := links.VXLAN{Node: w.node, End: self, VNI: uint32(o.VNI), Local: w.cfg.NodeIP, Remote: remote, Port: udpPort(o)}
+		unlock := w.cfg.Locks.Lock(endKey(p.key, l.LocalIntf))
+		r, err := links.EnsureVXLAN(x)
+		unlock()
+		if err != nil {
+			return wired{}, fmt.Errorf("link %d: %w", l.UID, err)
+		}
+		rec.VNI, rec.PeerNodeIP = uint32(o.VNI), remote.String()
+		log.Info("physical peer wired", "result", r, "vni", o.VNI, "remote_vtep", remote)
+		res.Kind, res.Phase = protoKind(kind), meshnetv1.LinkPhase_LINK_PHASE_READY
+		w.applyNetem(p, l)
+		return wired{result: res, record: rec}, nil
+
+	case v1beta1.LinkKindMacvlan:
+		unlock := w.cfg.Locks.Lock(endKey(p.key, l.LocalIntf))
+		r, err := links.EnsureMacvlan(links.Macvlan{Node: w.node, Parent: l.PeerIntf, End: self})
+		unlock()
+		if err != nil {
+			return wired{}, fmt.Errorf("link %d: %w", l.UID, err)
+		}
+		log.Info("macvlan wired", "result", r, "parent", l.PeerIntf)
+		res.Kind, res.Phase = protoKind(kind), meshnetv1.LinkPhase_LINK_PHASE_READY
+		w.applyNetem(p, l)
+		return wired{result: res, record: rec}, nil
+	}
+
+	peerKey := podstore.Key{Namespace: p.key.Namespace, Name: l.PeerPod}
+	if peerRec, ok := w.cfg.Store.Get(peerKey); ok && !w.isDeleting(peerKey) {
+		return w.wireVeth(ctx, p, l, self, peerKey, peerRec, res, rec, log)
+	}
+	peerNode, peerIP, err := w.peerNode(ctx, peerKey)
+	if err != nil {
+		return wired{}, fmt.Errorf("link %d: %w", l.UID, err)
+	}
+	res.Peer = protoPeer(p.key.Namespace, l, peerNode)
+	switch {
+	case peerNode == "":
+		rec.Kind = ""
+		res.Phase, res.Message = meshnetv1.LinkPhase_LINK_PHASE_PENDING, "peer pod "+l.PeerPod+" is not scheduled yet"
+		return wired{result: res, record: rec}, nil
+	case peerNode == w.cfg.NodeName:
+		rec.Kind = string(v1beta1.LinkKindVeth)
+		res.Kind = meshnetv1.LinkKind_LINK_KIND_VETH
+		res.Phase, res.Message = meshnetv1.LinkPhase_LINK_PHASE_PENDING, "peer pod "+l.PeerPod+" is not wired yet; its ADD completes the veth"
+		return wired{result: res, record: rec}, nil
+	case !peerIP.IsValid():
+		rec.Kind = string(v1beta1.LinkKindVXLAN)
+		res.Kind = meshnetv1.LinkKind_LINK_KIND_VXLAN
+		res.Phase, res.Message = meshnetv1.LinkPhase_LINK_PHASE_PENDING, "node "+peerNode+" of peer pod "+l.PeerPod+" has no IP yet"
+		return wired{result: res, record: rec}, nil
+	}
+
+	// A VXLAN between two nodes: make this end, then ask the peer's node
+	// for its end.
+	vni := links.VNI(p.key.Namespace, p.key.Name, l.PeerPod, l.UID)
+	rec.Kind, rec.VNI, rec.PeerNodeIP = string(v1beta1.LinkKindVXLAN), vni, peerIP.String()
+	res.Kind = meshnetv1.LinkKind_LINK_KIND_VXLAN
+	x := links.VXLAN{Node: w.node, End: self, VNI: vni, Local: w.cfg.NodeIP, Remote: peerIP}
+	unlock := w.cfg.Locks.Lock(endKey(p.key, l.LocalIntf))
+	r, err := links.EnsureVXLAN(x)
+	unlock()
+	if err != nil {
+		return wired{}, fmt.Errorf("link %d: %w", l.UID, err)
+	}
+	log.Info("vxlan end wired", "result", r, "vni", vni, "remote_vtep", peerIP, "peer_node", peerNode)
+	w.applyNetem(p, l)
+	req := &meshnetv1.CreateRemoteEndRequest{
+		End:  &meshnetv1.LinkEnd{Pod: &meshnetv1.PodRef{Namespace: p.key.Namespace, Name: l.PeerPod}, Interface: l.PeerIntf, Uid: uint32(l.UID)},
+		Peer: &meshnetv1.LinkEnd{Pod: &meshnetv1.PodRef{Namespace: p.key.Namespace, Name: p.key.Name}, Interface: l.LocalIntf, Uid: uint32(l.UID)},
+		Vxlan: &meshnetv1.Vxlan{
+			Vni: vni, LocalVtep: peerIP.String(), RemoteVtep: w.cfg.NodeIP.String(), UdpPort: links.DefaultVXLANPort,
+		},
+		Ip: l.PeerIP,
+	}
+	if l.MTU != nil {
+		req.Mtu = uint32(*l.MTU)
+	}
+	return wired{result: res, record: rec, remote: req, peerIP: peerIP}, nil
+}
+
+// wireVeth makes a veth to a pod already recorded on this node, with the
+// peer's end as its own Topology describes it (this pod's view of it when
+// the peer's Topology lacks the link).
+func (w *Wirer) wireVeth(ctx context.Context, p pod, l v1beta1.Link, self links.End, peerKey podstore.Key, peerRec podstore.Pod,
+	res *meshnetv1.LinkResult, rec podstore.Link, log interface{ Info(string, ...any) }) (wired, error) {
+	rec.Kind = string(v1beta1.LinkKindVeth)
+	res.Kind = meshnetv1.LinkKind_LINK_KIND_VETH
+	res.Peer = protoPeer(p.key.Namespace, l, w.cfg.NodeName)
+
+	peerIP, peerMTU, peerState := l.PeerIP, l.MTU, (*v1beta1.LinkState)(nil)
+	if pl := findLink(w.cachedTopology(ctx, peerKey), l.UID); pl != nil && pl.PeerPod == p.key.Name {
+		if pl.LocalIP != "" {
+			peerIP = pl.LocalIP
+		}
+		if pl.MTU != nil {
+			peerMTU = pl.MTU
+		}
+		peerState = pl.State
+	}
+	if self.MTU == 0 && peerMTU != nil {
+		self.MTU = int(*peerMTU)
+	}
+	if peerMTU == nil {
+		peerMTU = l.MTU
+	}
+	peerNS, err := links.OpenNetns(peerRec.Netns)
+	if err != nil {
+		// The peer's sandbox is gone without a DEL; its next ADD wires it.
+		res.Phase, res.Message = meshnetv1.LinkPhase_LINK_PHASE_PENDING, fmt.Sprintf("peer pod %s has no network namespace: %v", l.PeerPod, err)
+		return wired{result: res, record: rec}, nil
+	}
+	defer peerNS.Close()
+	other, err := end(peerNS, l.PeerIntf, peerIP, peerMTU, peerState)
+	if err != nil {
+		return wired{}, fmt.Errorf("link %d: %w", l.UID, err)
+	}
+	unlock := w.cfg.Locks.Lock(endKey(p.key, l.LocalIntf), endKey(peerKey, l.PeerIntf))
+	r, err := links.EnsureVeth(links.Veth{A: self, B: other})
+	unlock()
+	if err != nil {
+		return wired{}, fmt.Errorf("link %d: %w", l.UID, err)
+	}
+	log.Info("veth wired", "result", r, "peer", peerKey.String())
+	res.Phase = meshnetv1.LinkPhase_LINK_PHASE_READY
+	w.applyNetem(p, l)
+	if pt := w.cachedTopology(ctx, peerKey); pt != nil {
+		if pl := findLink(pt, l.UID); pl != nil {
+			w.applyNetem(pod{key: peerKey, ns: peerNS, topo: pt}, *pl)
+		}
+	}
+	if err := w.updateRecord(peerKey, func(pp *podstore.Pod) {
+		for i := range pp.Links {
+			if pp.Links[i].UID == l.UID {
+				pp.Links[i].Kind = string(v1beta1.LinkKindVeth)
+			}
+		}
+	}); err != nil {
+		return wired{}, err
+	}
+	return wired{result: res, record: rec, touched: &peerKey}, nil
+}
+
+func udpPort(o *v1beta1.LinkOptions) uint16 {
+	if o.UDPPort != nil {
+		return uint16(*o.UDPPort)
+	}
+	return links.DefaultVXLANPort
+}
+
+// applyNetem shapes the link's egress as its spec says, and records why
+// when it cannot: shaping is never silently ignored, the Topology status
+// shows the error and the link stays unshaped.
+func (w *Wirer) applyNetem(p pod, l v1beta1.Link) {
+	if l.Netem == nil {
+		w.setLastErr(p.key, l.UID, "")
+		return
+	}
+	err := w.netem(p.ns.Path(), l)
+	if err != nil {
+		msg := "netem not applied: " + err.Error()
+		w.log.Warn("netem not applied", "pod", p.key.String(), "link", l.UID, "intf", l.LocalIntf, "error", err)
+		w.setLastErr(p.key, l.UID, msg)
+		return
+	}
+	w.setLastErr(p.key, l.UID, "")
+}
+
+func (w *Wirer) netem(nsPath string, l v1beta1.Link) error {
+	spec, err := NetemSpec(l.Netem)
+	if err != nil {
+		return err
+	}
+	h, err := netns.GetFromPath(nsPath)
+	if err != nil {
+		return fmt.Errorf("open netns %s: %w", nsPath, err)
+	}
+	defer h.Close()
+	if err := netem.Apply(h, l.LocalIntf, spec); err != nil {
+		if errors.Is(err, netem.ErrNoNetem) {
+			return netem.ErrNoNetem
+		}
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,172 @@
+//go:build kernel
+
+package wiring_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/labnet"
+)
+
+// ring is a topology of n pods, pod i linked to i+1 and i+2 (mod n), so
+// every pod has 4 links; pods are spread over nodes round robin, so with 2
+// nodes the i+1 links are VXLAN and the i+2 links veth.
+type ring struct {
+	namespace string
+	n         int
+	pods      []*labnet.Pod
+	links     []ringLink
+}
+
+type ringLink struct {
+	uid      int
+	a, b     int
+	aIP, bIP string
+}
+
+func podName(i int) string { return fmt.Sprintf("r%d", i) }
+
+func newRing(t testing.TB, lab *labnet.Lab, namespace string, n int, nodes []*labnet.Node) *ring {
+	t.Helper()
+	lab.Namespace(namespace)
+	r := &ring{namespace: namespace, n: n}
+	specs := make([][]v1beta1.Link, n)
+	uid := 0
+	for i := range n {
+		for _, d := range []int{1, 2} {
+			j := (i + d) % n
+			uid++
+			aIP := fmt.Sprintf("10.%d.%d.1/30", 64+uid/256, uid%256)
+			bIP := fmt.Sprintf("10.%d.%d.2/30", 64+uid/256, uid%256)
+			r.links = append(r.links, ringLink{uid: uid, a: i, b: j, aIP: aIP, bIP: bIP})
+			specs[i] = append(specs[i], link(uid, podName(j), fmt.Sprintf("e%d", uid), fmt.Sprintf("e%d", uid), aIP, ""))
+			specs[j] = append(specs[j], link(uid, podName(i), fmt.Sprintf("e%d", uid), fmt.Sprintf("e%d", uid), bIP, ""))
+		}
+	}
+	for i := range n {
+		topology(t, lab, namespace, podName(i), specs[i]...)
+		r.pods = append(r.pods, lab.AddPod(nodes[i%len(nodes)], namespace, podName(i)))
+	}
+	return r
+}
+
+// all runs a CNI command for every pod at once.
+func (r *ring) all(t testing.TB, cmd string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	errs := make([]error, len(r.pods))
+	var wg sync.WaitGroup
+	for i, p := range r.pods {
+		wg.Go(func() {
+			_, errs[i] = p.CNI(ctx, cmd)
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("CNI %s %s: %v\n%s", cmd, r.pods[i].Name, err, tail(r.pods[i].Node.Log()))
+		}
+	}
+}
+
+// wired reports a link whose two ends are not both in place.
+func (r *ring) wired() error {
+	for i, p := range r.pods {
+		names, err := labnet.Links(p.Netns)
+		if err != nil {
+			return err
+		}
+		if len(names) != 5 {
+			return fmt.Errorf("pod %s has %v, want lo and 4 links", podName(i), names)
+		}
+	}
+	return nil
+}
+
+func prefixIP(cidr string) string { return cidr[:len(cidr)-3] }
+
+// TestKernelConcurrentAdds starts 20 pods of 4 links each on 2 nodes at
+// the same time; every link must come up, both ends, and carry a ping.
+func TestKernelConcurrentAdds(t *testing.T) {
+	lab := labnet.New(t, bins)
+	nodes := []*labnet.Node{lab.AddNode("node-a", "eth0"), lab.AddNode("node-b", "eth0")}
+	r := newRing(t, lab, "lab", 20, nodes)
+	r.all(t, "ADD")
+	if err := r.wired(); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range r.links {
+		ping(t, r.pods[l.a], prefixIP(l.bIP))
+	}
+	for i := range r.pods {
+		waitStatus(t, lab, "lab", podName(i), ready)
+	}
+	r.all(t, "DEL")
+}
+
+// counts is the number of interfaces in each namespace.
+func counts(t testing.TB, paths []string) []int {
+	t.Helper()
+	out := make([]int, len(paths))
+	for i, p := range paths {
+		names, err := labnet.Links(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = len(names)
+	}
+	return out
+}
+
+// TestKernelCreateDeleteCycles runs 50 ADD/DEL cycles of every link kind
+// (veth, VXLAN, physical, macvlan), both ends at once, and counts the
+// interfaces of every node and pod namespace: none may leak.
+func TestKernelCreateDeleteCycles(t *testing.T) {
+	lab := labnet.New(t, bins)
+	a := lab.AddNode("node-a", "ens3")
+	b := lab.AddNode("node-b", "ens4")
+	router := lab.AddPhysical()
+	lab.Namespace("lab")
+	phy := link(4, "rtr", "eth3", "xe-0", "10.0.4.1/30", "")
+	phy.LinkOptions = &v1beta1.LinkOptions{RemoteVTEP: router.IP.String(), VNI: 777}
+	topology(t, lab, "lab", "r1",
+		link(1, "r2", "eth1", "eth1", "10.0.1.1/30", ""),
+		link(2, "r3", "eth2", "eth1", "10.0.2.1/30", ""),
+		phy,
+		link(5, "localhost", "mgmt0", a.NIC, "10.250.0.101/24", ""))
+	topology(t, lab, "lab", "r2", link(1, "r1", "eth1", "eth1", "10.0.1.2/30", ""), link(3, "r3", "eth2", "eth2", "10.0.3.1/30", ""))
+	topology(t, lab, "lab", "r3", link(2, "r1", "eth1", "eth2", "10.0.2.2/30", ""), link(3, "r2", "eth2", "eth2", "10.0.3.2/30", ""))
+	r := &ring{namespace: "lab", pods: []*labnet.Pod{lab.AddPod(a, "lab", "r1"), lab.AddPod(a, "lab", "r2"), lab.AddPod(b, "lab", "r3")}}
+
+	var paths []string
+	for _, n := range lab.Nodes() {
+		paths = append(paths, n.Netns)
+	}
+	for _, p := range r.pods {
+		paths = append(paths, p.Netns)
+	}
+	before := counts(t, paths)
+	for i := range 50 {
+		r.all(t, "ADD")
+		if i == 0 {
+			ping(t, r.pods[0], "10.0.1.2")
+			ping(t, r.pods[0], "10.0.2.2")
+			ping(t, r.pods[1], "10.0.3.2")
+		}
+		up := counts(t, paths)
+		if want := []int{2, 2, 5, 3, 3}; !slices.Equal(up[:2], before[:2]) || !slices.Equal(up[2:], want[2:]) {
+			t.Fatalf("cycle %d after ADD: interfaces per namespace (node-a node-b r1 r2 r3) %v, want %v", i, up, want)
+		}
+		r.all(t, "DEL")
+		if after := counts(t, paths); !slices.Equal(after, before) {
+			t.Fatalf("cycle %d after DEL: interfaces per namespace %v, want %v as before", i, after, before)
+		}
+	}
+}

@@ -1,0 +1,289 @@
+// Package wiring is meshnetd's part of pod creation and deletion: the
+// CNIService the plugin calls on the node's unix socket, and the PeerService
+// other nodes' meshnetds call for the remote end of a cross-node link.
+//
+// A pod's links come from its Topology. Each end of a link is made by the
+// daemon of the node that holds it: a veth (both pods on this node) by
+// whichever pod's ADD comes second; a VXLAN end by each node for its own pod,
+// and by the peer's ADD (through PeerService) when this pod's ADD could not
+// know the peer's node yet; a physical peer's VXLAN and a macvlan by the
+// pod's node alone. The pod is recorded in the pod store before any link is
+// made, so of two concurrent ADDs the one that takes a link's lock second
+// always sees the first and completes the link.
+package wiring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/linklock"
+	"github.com/meshnet/meshnet/internal/links"
+	"github.com/meshnet/meshnet/internal/podstore"
+)
+
+// Config is what a Wirer needs from the daemon.
+type Config struct {
+	NodeName string
+	// NodeIP is this node's address: the VTEP of its VXLAN ends and the
+	// Topology status src_ip.
+	NodeIP netip.Addr
+	// NodeNetns is the node's network namespace (/proc/self/ns/net for a
+	// hostNetwork daemon).
+	NodeNetns string
+	// PeerPort is the gRPC port of every node's meshnetd.
+	PeerPort int
+	// PeerCreds authenticate this daemon to the others.
+	PeerCreds credentials.PerRPCCredentials
+
+	Store *podstore.Store
+	// Locks is shared with everything else in meshnetd that changes links.
+	Locks *linklock.Locks
+	// Cache serves this node's Pods and all Topologies.
+	Cache client.Reader
+	// Client reads what the cache does not hold (other nodes' pods, Nodes,
+	// objects the cache has not seen yet) and writes Topology status.
+	Client client.Client
+	Log    *slog.Logger
+}
+
+// Wirer creates and removes the links of the pods on one node.
+type Wirer struct {
+	cfg  Config
+	log  *slog.Logger
+	node *links.Netns
+
+	// recMu serialises read-modify-write of pod records.
+	recMu linklock.Locks
+
+	mu       sync.Mutex
+	deleting map[podstore.Key]bool
+	lastErr  map[linkID]string
+	saved    map[linkID]links.Saved // what SetRemoteState's down flushed
+	peers    map[string]*grpc.ClientConn
+
+	status workqueue.TypedRateLimitingInterface[podstore.Key]
+}
+
+type linkID struct {
+	pod podstore.Key
+	uid int
+}
+
+// New opens the node's namespace; Run must be called to write statuses.
+func New(cfg Config) (*Wirer, error) {
+	if cfg.NodeName == "" || !cfg.NodeIP.IsValid() {
+		return nil, errors.New("wiring: node name and node IP are required")
+	}
+	if cfg.NodeNetns == "" {
+		cfg.NodeNetns = "/proc/self/ns/net"
+	}
+	if cfg.Locks == nil {
+		cfg.Locks = &linklock.Locks{}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	node, err := links.OpenNetns(cfg.NodeNetns)
+	if err != nil {
+		return nil, fmt.Errorf("wiring: %w", err)
+	}
+	return &Wirer{
+		cfg:      cfg,
+		log:      cfg.Log.With("node", cfg.NodeName),
+		node:     node,
+		deleting: map[podstore.Key]bool{},
+		lastErr:  map[linkID]string{},
+		saved:    map[linkID]links.Saved{},
+		peers:    map[string]*grpc.ClientConn{},
+		status: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[podstore.Key](),
+			workqueue.TypedRateLimitingQueueConfig[podstore.Key]{Name: "topology-status"}),
+	}, nil
+}
+
+// Close releases the node namespace and the connections to peers.
+func (w *Wirer) Close() error {
+	w.mu.Lock()
+	for addr, c := range w.peers {
+		c.Close()
+		delete(w.peers, addr)
+	}
+	w.mu.Unlock()
+	return w.node.Close()
+}
+
+// CNIServer is the CNIService to serve on the unix socket.
+func (w *Wirer) CNIServer() meshnetv1.CNIServiceServer { return cniServer{w: w} }
+
+// PeerServer is the PeerService to serve to other meshnetds.
+func (w *Wirer) PeerServer() meshnetv1.PeerServiceServer { return peerServer{w: w} }
+
+// topology returns the pod's Topology, nil when it has none. The cache may
+// not have seen a Topology created just before the pod, so a miss is
+// confirmed with the API server: a pod must never start without links it has.
+func (w *Wirer) topology(ctx context.Context, k podstore.Key) (*v1beta1.Topology, error) {
+	t := &v1beta1.Topology{}
+	key := client.ObjectKey{Namespace: k.Namespace, Name: k.Name}
+	err := w.cfg.Cache.Get(ctx, key, t)
+	if apierrors.IsNotFound(err) {
+		err = w.cfg.Client.Get(ctx, key, t)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read Topology %s: %w", k, err)
+	}
+	return t, nil
+}
+
+// cachedTopology is the Topology as the cache has it, nil when it has none:
+// for the peer of a link, whose spec only refines this pod's view of it.
+func (w *Wirer) cachedTopology(ctx context.Context, k podstore.Key) *v1beta1.Topology {
+	t := &v1beta1.Topology{}
+	if err := w.cfg.Cache.Get(ctx, client.ObjectKey{Namespace: k.Namespace, Name: k.Name}, t); err != nil {
+		return nil
+	}
+	return t
+}
+
+// peerNode returns the node and node IP of a pod: an empty node while it is
+// not scheduled or does not exist. The IP is the pod's status.hostIP, else
+// the node's InternalIP (the kubelet may not have written hostIP yet).
+func (w *Wirer) peerNode(ctx context.Context, k podstore.Key) (string, netip.Addr, error) {
+	pod := &corev1.Pod{}
+	key := client.ObjectKey{Namespace: k.Namespace, Name: k.Name}
+	err := w.cfg.Cache.Get(ctx, key, pod)
+	if apierrors.IsNotFound(err) {
+		err = w.cfg.Client.Get(ctx, key, pod)
+	}
+	if apierrors.IsNotFound(err) {
+		return "", netip.Addr{}, nil
+	}
+	if err != nil {
+		return "", netip.Addr{}, fmt.Errorf("read pod %s: %w", k, err)
+	}
+	node := pod.Spec.NodeName
+	if node == "" {
+		return "", netip.Addr{}, nil
+	}
+	if ip, err := netip.ParseAddr(pod.Status.HostIP); err == nil {
+		return node, ip, nil
+	}
+	n := &corev1.Node{}
+	if err := w.cfg.Client.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+		if apierrors.IsNotFound(err) {
+			return node, netip.Addr{}, nil
+		}
+		return "", netip.Addr{}, fmt.Errorf("read node %s of pod %s: %w", node, k, err)
+	}
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			if ip, err := netip.ParseAddr(a.Address); err == nil {
+				return node, ip, nil
+			}
+		}
+	}
+	return node, netip.Addr{}, nil
+}
+
+// peerClient returns a PeerService client for the meshnetd at ip.
+func (w *Wirer) peerClient(ip netip.Addr) (meshnetv1.PeerServiceClient, error) {
+	addr := net.JoinHostPort(ip.String(), strconv.Itoa(w.cfg.PeerPort))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if c, ok := w.peers[addr]; ok {
+		return meshnetv1.NewPeerServiceClient(c), nil
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if w.cfg.PeerCreds != nil {
+		opts = append(opts, grpc.WithPerRPCCredentials(w.cfg.PeerCreds))
+	}
+	c, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to meshnetd at %s: %w", addr, err)
+	}
+	w.peers[addr] = c
+	return meshnetv1.NewPeerServiceClient(c), nil
+}
+
+// peerCallTimeout bounds one call to another node's meshnetd.
+const peerCallTimeout = 10 * time.Second
+
+// updateRecord changes a pod's record under its record lock; a pod with no
+// record is left alone.
+func (w *Wirer) updateRecord(k podstore.Key, change func(*podstore.Pod)) error {
+	defer w.recMu.Lock(linklock.Key{Namespace: k.Namespace, Pod: k.Name})()
+	p, ok := w.cfg.Store.Get(k)
+	if !ok {
+		return nil
+	}
+	p.Links = append([]podstore.Link(nil), p.Links...)
+	change(&p)
+	return w.cfg.Store.Put(p)
+}
+
+func (w *Wirer) setLastErr(k podstore.Key, uid int, msg string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if msg == "" {
+		delete(w.lastErr, linkID{k, uid})
+	} else {
+		w.lastErr[linkID{k, uid}] = msg
+	}
+}
+
+func (w *Wirer) getLastErr(k podstore.Key, uid int) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lastErr[linkID{k, uid}]
+}
+
+func (w *Wirer) isDeleting(k podstore.Key) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.deleting[k]
+}
+
+func (w *Wirer) setDeleting(k podstore.Key, on bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if on {
+		w.deleting[k] = true
+	} else {
+		delete(w.deleting, k)
+	}
+}
+
+// sameFile reports whether two paths name the same namespace inode.
+func sameFile(a, b string) (bool, error) {
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false, err
+	}
+	sb, err := os.Stat(b)
+	if err != nil {
+		return false, err
+	}
+	x, y := sa.Sys().(*syscall.Stat_t), sb.Sys().(*syscall.Stat_t)
+	return x.Dev == y.Dev && x.Ino == y.Ino, nil
+}
