@@ -1,0 +1,328 @@
+package grafana
+
+import (
+	"encoding/json"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
+	"sigs.k8s.io/yaml"
+
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/internal/metrics"
+)
+
+// dashboard is the part of Grafana's dashboard model the tests read.
+type dashboard struct {
+	UID        string `json:"uid"`
+	Templating struct {
+		List []struct {
+			Name    string `json:"name"`
+			Type    string `json:"type"`
+			Query   string `json:"query"`
+			Current struct {
+				Value string `json:"value"`
+			} `json:"current"`
+		} `json:"list"`
+	} `json:"templating"`
+	Panels []panel `json:"panels"`
+}
+
+type datasourceRef struct {
+	Type string `json:"type"`
+	UID  string `json:"uid"`
+}
+
+type panel struct {
+	ID         int           `json:"id"`
+	Type       string        `json:"type"`
+	Title      string        `json:"title"`
+	Datasource datasourceRef `json:"datasource"`
+	Options    struct {
+		Nodes struct {
+			Arcs []struct {
+				Field string `json:"field"`
+				Color string `json:"color"`
+			} `json:"arcs"`
+		} `json:"nodes"`
+	} `json:"options"`
+	Targets []target `json:"targets"`
+}
+
+// target is an Infinity query (type, url, root_selector, columns) or a
+// Prometheus one (expr).
+type target struct {
+	RefID        string                  `json:"refId"`
+	Datasource   datasourceRef           `json:"datasource"`
+	Type         string                  `json:"type"`
+	Source       string                  `json:"source"`
+	Parser       string                  `json:"parser"`
+	Format       string                  `json:"format"`
+	URL          string                  `json:"url"`
+	URLOptions   struct{ Method string } `json:"url_options"`
+	RootSelector string                  `json:"root_selector"`
+	Columns      []struct {
+		Selector string `json:"selector"`
+		Text     string `json:"text"`
+		Type     string `json:"type"`
+	} `json:"columns"`
+	Expr string `json:"expr"`
+}
+
+const (
+	infinityType   = "yesoreyeram-infinity-datasource"
+	prometheusType = "prometheus"
+)
+
+func load(t testing.TB) dashboard {
+	t.Helper()
+	b, err := os.ReadFile("dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d dashboard
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("dashboard.json: %v", err)
+	}
+	return d
+}
+
+// targets returns the dashboard's queries of a datasource type.
+func (d dashboard) targets(dsType string) []target {
+	var out []target
+	for _, p := range d.Panels {
+		for _, t := range p.Targets {
+			if t.Datasource.Type == dsType {
+				out = append(out, t)
+			}
+		}
+	}
+	return out
+}
+
+func (d dashboard) panel(typ string) *panel {
+	for i := range d.Panels {
+		if d.Panels[i].Type == typ {
+			return &d.Panels[i]
+		}
+	}
+	return nil
+}
+
+// interpolate replaces the dashboard's variables as Grafana would.
+func interpolate(s string, vars map[string]string) string {
+	for k, v := range vars {
+		s = strings.ReplaceAll(s, "${"+k+"}", v)
+		s = strings.ReplaceAll(s, "$"+k, v)
+	}
+	return s
+}
+
+// jsonNames are the JSON column names of a frame row message.
+func jsonNames(m proto.Message) []string {
+	fields := m.ProtoReflect().Descriptor().Fields()
+	var out []string
+	for i := range fields.Len() {
+		out = append(out, fields.Get(i).JSONName())
+	}
+	return out
+}
+
+func TestDashboardVariablesAndDatasources(t *testing.T) {
+	d := load(t)
+	if d.UID == "" {
+		t.Error("dashboard has no uid")
+	}
+	vars := map[string]string{}
+	for _, v := range d.Templating.List {
+		vars[v.Name] = v.Type + ":" + v.Query
+	}
+	for name, want := range map[string]string{
+		"infinity": "datasource:" + infinityType, "prometheus": "datasource:" + prometheusType, "namespace": "textbox:default",
+	} {
+		if vars[name] != want {
+			t.Errorf("variable %s = %q, want %q", name, vars[name], want)
+		}
+	}
+	for _, p := range d.Panels {
+		refs := []datasourceRef{p.Datasource}
+		for _, q := range p.Targets {
+			refs = append(refs, q.Datasource)
+		}
+		for _, r := range refs {
+			switch {
+			case r.Type == infinityType && r.UID == "${infinity}":
+			case r.Type == prometheusType && r.UID == "${prometheus}":
+			default:
+				t.Errorf("panel %q uses datasource %+v, want Infinity through ${infinity} or Prometheus through ${prometheus}", p.Title, r)
+			}
+		}
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+	}
+}
+
+// TestNodeGraphPanel: Grafana's Node Graph takes the frame named edges (or
+// with a source field) as edges and the other as nodes; Infinity names a
+// frame after its query's refId.
+func TestNodeGraphPanel(t *testing.T) {
+	d := load(t)
+	p := d.panel("nodegraph")
+	if p == nil {
+		t.Fatal("no nodegraph panel")
+	}
+	if len(p.Targets) != 2 {
+		t.Fatalf("node graph has %d queries, want one nodes and one edges", len(p.Targets))
+	}
+	want := map[string]string{"nodes": "node-graph-nodes", "edges": "node-graph-edges"}
+	for _, q := range p.Targets {
+		if want[q.RefID] != q.Format {
+			t.Errorf("query %s has format %s, want %s", q.RefID, q.Format, want[q.RefID])
+		}
+		if q.Type != "json" || q.Source != "url" || q.Parser != "backend" || q.URLOptions.Method != "GET" {
+			t.Errorf("query %s: type %s source %s parser %s method %s, want a GET of JSON parsed by the backend", q.RefID, q.Type, q.Source, q.Parser, q.URLOptions.Method)
+		}
+		if q.URL != "/v1/namespaces/${namespace}/graph/"+q.RefID || q.RootSelector != q.RefID {
+			t.Errorf("query %s: url %s root %s, want the %s endpoint and rows", q.RefID, q.URL, q.RootSelector, q.RefID)
+		}
+		delete(want, q.RefID)
+	}
+	if len(want) != 0 {
+		t.Errorf("missing queries %v", want)
+	}
+	arcs := map[string]string{}
+	for _, a := range p.Options.Nodes.Arcs {
+		arcs[a.Field] = a.Color
+	}
+	if arcs["arc__up"] != "green" || arcs["arc__down"] != "red" || len(arcs) != 2 {
+		t.Errorf("arc colours %v, want arc__up green and arc__down red (a red node has arc__down 1)", arcs)
+	}
+	for f := range arcs {
+		if !slices.Contains(jsonNames(&meshnetv1.GraphNode{}), f) {
+			t.Errorf("arc %s is not a column of the nodes frame", f)
+		}
+	}
+}
+
+func TestTableColumnsAreEdgeColumns(t *testing.T) {
+	d := load(t)
+	p := d.panel("table")
+	if p == nil {
+		t.Fatal("no table panel")
+	}
+	cols := jsonNames(&meshnetv1.GraphEdge{})
+	for _, q := range p.Targets {
+		if q.URL != "/v1/namespaces/${namespace}/graph/edges" || q.RootSelector != "edges" || q.Format != "table" {
+			t.Errorf("table query %s: url %s root %s format %s", q.RefID, q.URL, q.RootSelector, q.Format)
+		}
+		for _, c := range q.Columns {
+			if !slices.Contains(cols, c.Selector) {
+				t.Errorf("table column %q selects %q, which the edges frame does not have", c.Text, c.Selector)
+			}
+		}
+	}
+}
+
+var metricName = regexp.MustCompile(`\bmeshnet_[a-z0-9_]+`)
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+// TestPromQLNamesMeshnetdMetrics: every metric the dashboard's PromQL names
+// is one meshnetd's collectors export.
+func TestPromQLNamesMeshnetdMetrics(t *testing.T) {
+	exported := map[string]bool{}
+	ch := make(chan *prometheus.Desc, 64)
+	go func() {
+		metrics.NewLinks(nil, nil).Describe(ch)
+		metrics.NewRPC().Describe(ch)
+		close(ch)
+	}()
+	for d := range ch {
+		if m := fqName.FindStringSubmatch(d.String()); m != nil {
+			exported[m[1]] = true
+		}
+	}
+	queries := load(t).targets(prometheusType)
+	if len(queries) == 0 {
+		t.Fatal("no PromQL in the dashboard")
+	}
+	for _, q := range queries {
+		names := metricName.FindAllString(q.Expr, -1)
+		if len(names) == 0 {
+			t.Errorf("query %s names no meshnet metric: %s", q.RefID, q.Expr)
+		}
+		for _, n := range names {
+			if !exported[n] {
+				t.Errorf("query %s uses %s, which meshnetd does not export", q.RefID, n)
+			}
+		}
+		if !strings.Contains(q.Expr, `namespace="$namespace"`) {
+			t.Errorf("query %s is not limited to the dashboard's namespace: %s", q.RefID, q.Expr)
+		}
+	}
+}
+
+// provisioning is Grafana's datasource provisioning file.
+type provisioning struct {
+	APIVersion  int `json:"apiVersion"`
+	Datasources []struct {
+		Name, UID, Type, Access, URL string
+		JSONData                     map[string]any `json:"jsonData"`
+	} `json:"datasources"`
+}
+
+func TestDatasourceProvisioning(t *testing.T) {
+	b, err := os.ReadFile("provisioning/datasources/meshnet.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p provisioning
+	if err := yaml.UnmarshalStrict(b, &p); err != nil {
+		t.Fatalf("datasources: %v", err)
+	}
+	got := map[string]string{}
+	for _, ds := range p.Datasources {
+		got[ds.Type] = ds.UID
+		if ds.Access != "proxy" || !strings.HasPrefix(ds.URL, "http") {
+			t.Errorf("datasource %s: access %q url %q", ds.Name, ds.Access, ds.URL)
+		}
+		if ds.Type == "marcusolsson-json-datasource" {
+			t.Errorf("datasource %s uses the retired JSON API datasource; use Infinity", ds.Name)
+		}
+	}
+	current := map[string]string{}
+	for _, v := range load(t).Templating.List {
+		current[v.Query] = v.Current.Value
+	}
+	for _, typ := range []string{infinityType, prometheusType} {
+		if got[typ] == "" || got[typ] != current[typ] {
+			t.Errorf("%s datasource uid %q; the dashboard's variable defaults to %q", typ, got[typ], current[typ])
+		}
+	}
+	if p.APIVersion != 1 {
+		t.Errorf("apiVersion %d, want 1", p.APIVersion)
+	}
+
+	b, err = os.ReadFile("provisioning/dashboards/meshnet.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dp struct {
+		APIVersion int `json:"apiVersion"`
+		Providers  []struct {
+			Name, Folder, Type string
+			AllowUIUpdates     bool `json:"allowUiUpdates"`
+			Options            struct{ Path string }
+		}
+	}
+	if err := yaml.UnmarshalStrict(b, &dp); err != nil {
+		t.Fatalf("dashboards: %v", err)
+	}
+	if len(dp.Providers) != 1 || dp.Providers[0].Type != "file" || dp.Providers[0].Options.Path == "" {
+		t.Errorf("dashboard providers = %+v", dp.Providers)
+	}
+}
