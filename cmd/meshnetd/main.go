@@ -36,6 +36,10 @@ func run() error {
 	flag.StringVar(&cfg.NodeNetns, "node-netns", "/proc/self/ns/net", "the node's network namespace")
 	flag.StringVar(&cfg.Socket, "socket", "/run/meshnet/cni.sock", "unix socket of the CNI service (mode 0600)")
 	flag.StringVar(&cfg.GRPCAddr, "grpc-addr", ":51111", "TCP address of the gRPC services; its port is every node's meshnetd port")
+	flag.StringVar(&cfg.HTTPAddr, "http-addr", ":51112", "TCP address of REST, /metrics, /healthz, /readyz and /openapi.json")
+	flag.BoolVar(&cfg.ReadOpen, "read-open", true, "serve read-only calls (GetLink, ListLinks, the data API) without a token")
+	flag.StringVar(&cfg.DaemonNamespace, "daemon-namespace", envOr("POD_NAMESPACE", "meshnet"), "namespace of meshnetd's Service (default $POD_NAMESPACE, else meshnet)")
+	flag.StringVar(&cfg.DaemonService, "daemon-service", "meshnetd", "name of meshnetd's Service, whose EndpointSlices find the other nodes' daemons")
 	flag.StringVar(&cfg.StateDir, "state-dir", "/var/lib/meshnet", "directory of the pod store")
 	flag.StringVar(&cfg.CNIBinDir, "cni-bin-dir", "/opt/cni/bin", "CNI plugin directory to install meshnet into")
 	flag.StringVar(&cfg.CNIConfDir, "cni-conf-dir", "/etc/cni/net.d", "CNI configuration directory of the primary CNI")
@@ -66,4 +70,11 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	return daemon.Run(ctx, cfg)
+}
+
+func envOr(key, fallback string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return fallback
 }

@@ -42,14 +42,17 @@ const FieldOwner = "meshnet-controller"
 // nodeField indexes Topologies by the node of their pod.
 const nodeField = "status.node"
 
-// +kubebuilder:rbac:groups=networkop.co.uk,resources=topologies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=networkop.co.uk,resources=topologies,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=networkop.co.uk,resources=topologies/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",namespace=meshnet,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=meshnet,resources=leases,verbs=get;list;watch;create;update;patch;delete
 
-// Reconciler converges Topologies.
+// Reconciler converges Topologies. Its patch on topologies is what meshnetd
+// demands of ApplyPod's caller (internal/linkserver); core events in meshnet
+// are leader election's.
 type Reconciler struct {
 	Client   client.Client
 	Daemons  *partition.Resolver

@@ -1,7 +1,8 @@
 // Package daemon assembles meshnetd: the Kubernetes cache and client, the
-// pod store, the CNIService on a root-only unix socket, and the node's TCP
-// gRPC server, on which PeerService and any further Service (LinkService,
-// DataService) are served behind one authenticating interceptor. On start it
+// pod store, the CNIService on a root-only unix socket, the node's TCP gRPC
+// server (PeerService, LinkService, DataService, health and reflection,
+// behind one authenticating interceptor) and its HTTP server (REST through
+// grpc-gateway, /metrics, /healthz, /readyz, /openapi.json). On start it
 // installs the CNI plugin and chains it after the primary CNI; a clean
 // shutdown removes the chain again.
 package daemon
@@ -12,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -20,18 +22,19 @@ import (
 
 	"github.com/florianl/go-tc/core"
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/fields"
+	"google.golang.org/grpc/reflection"
+	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -40,7 +43,13 @@ import (
 	"github.com/meshnet/meshnet/internal/auth"
 	"github.com/meshnet/meshnet/internal/cniconf"
 	"github.com/meshnet/meshnet/internal/cniplugin"
+	"github.com/meshnet/meshnet/internal/daemonclient"
+	"github.com/meshnet/meshnet/internal/dataserver"
+	"github.com/meshnet/meshnet/internal/gateway"
 	"github.com/meshnet/meshnet/internal/linklock"
+	"github.com/meshnet/meshnet/internal/linkserver"
+	"github.com/meshnet/meshnet/internal/metrics"
+	"github.com/meshnet/meshnet/internal/partition"
 	"github.com/meshnet/meshnet/internal/podstore"
 	"github.com/meshnet/meshnet/internal/wiring"
 )
@@ -57,6 +66,14 @@ type Config struct {
 	// GRPCAddr is the TCP address of PeerService and the other services;
 	// its port is every node's meshnetd port.
 	GRPCAddr string
+	// HTTPAddr serves REST, /metrics, /healthz, /readyz and /openapi.json.
+	HTTPAddr string
+	// ReadOpen leaves read-only calls (GetLink, ListLinks, DataService)
+	// open to callers without a token.
+	ReadOpen bool
+	// DaemonNamespace and DaemonService name meshnetd's own Service, whose
+	// EndpointSlices find the other nodes' daemons for the data API.
+	DaemonNamespace, DaemonService string
 	// StateDir holds the pod store (StateDir/pods).
 	StateDir string
 	// CNIBinDir and CNIConfDir are the runtime's CNI directories.
@@ -74,34 +91,6 @@ type Config struct {
 	KubeBurst int
 	Log       *slog.Logger
 }
-
-// Deps are what meshnetd's services share. Services that change links take
-// their locks from Locks.
-type Deps struct {
-	Config Config
-	Store  *podstore.Store
-	Locks  *linklock.Locks
-	// Cache holds this node's Pods and all Topologies.
-	Cache  cache.Cache
-	Client client.Client
-	Kube   kubernetes.Interface
-	Auth   *auth.Checker
-	Wirer  *wiring.Wirer
-	Log    *slog.Logger
-}
-
-// Service is a gRPC service on meshnetd's TCP server. Register returns the
-// access policy of its methods: a method missing from every policy is
-// refused.
-type Service interface {
-	Register(s *grpc.Server, d *Deps) auth.Policy
-}
-
-// ServiceFunc adapts a function to a Service.
-type ServiceFunc func(s *grpc.Server, d *Deps) auth.Policy
-
-// Register implements Service.
-func (f ServiceFunc) Register(s *grpc.Server, d *Deps) auth.Policy { return f(s, d) }
 
 // PeerPolicy guards PeerService: the caller must be allowed to patch the
 // status of Topologies in the namespace of the pod whose end it asks for,
@@ -123,12 +112,40 @@ func PeerPolicy() auth.Policy {
 	}
 }
 
+// Policy is meshnetd's whole access policy: PeerService for other daemons,
+// LinkService and DataService (reads open when readOpen), and the health and
+// reflection services open, so grpcurl works with nothing but the address.
+func Policy(readOpen bool) auth.Policy {
+	p := PeerPolicy()
+	for m, a := range linkserver.Policy(readOpen) {
+		p[m] = a
+	}
+	for m, a := range dataserver.Policy(readOpen) {
+		p[m] = a
+	}
+	for _, m := range []string{
+		healthpb.Health_Check_FullMethodName, healthpb.Health_Watch_FullMethodName, healthpb.Health_List_FullMethodName,
+		reflectionv1.ServerReflection_ServerReflectionInfo_FullMethodName,
+		reflectionv1alpha.ServerReflection_ServerReflectionInfo_FullMethodName,
+	} {
+		p[m] = auth.Access{}
+	}
+	return p
+}
+
+// loopback is the address the in-process gateway dials: the gRPC listener's
+// port on loopback, whatever address it listens on.
+func loopback(a net.Addr) string {
+	_, port, _ := net.SplitHostPort(a.String())
+	return net.JoinHostPort("127.0.0.1", port)
+}
+
 // tokenReviewTTL is how long a reviewed token is trusted.
 const tokenReviewTTL = 30 * time.Second
 
 // Run serves until ctx ends, then stops cleanly and removes meshnet's
 // conflist.
-func Run(ctx context.Context, cfg Config, services ...Service) error {
+func Run(ctx context.Context, cfg Config) error {
 	if cfg.NodeName == "" || !cfg.NodeIP.IsValid() {
 		return errors.New("node name and node IP are required")
 	}
@@ -160,19 +177,11 @@ func Run(ctx context.Context, cfg Config, services ...Service) error {
 	if err := v1beta1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	kcache, err := cache.New(restCfg, cache.Options{
-		Scheme: scheme,
-		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: {Field: fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName)},
-		},
-	})
+	// One cache serves the wiring (this node's pods, Topologies) and the
+	// data API (every pod, trimmed, and the daemons' EndpointSlices).
+	kcache, err := dataserver.NewCache(ctx, restCfg, scheme, cfg.DaemonNamespace)
 	if err != nil {
-		return fmt.Errorf("kubernetes cache: %w", err)
-	}
-	for _, obj := range []client.Object{&corev1.Pod{}, &v1beta1.Topology{}} {
-		if _, err := kcache.GetInformer(ctx, obj); err != nil {
-			return fmt.Errorf("kubernetes cache: %w", err)
-		}
+		return err
 	}
 	kclient, err := client.New(restCfg, client.Options{Scheme: scheme})
 	if err != nil {
@@ -204,31 +213,44 @@ func Run(ctx context.Context, cfg Config, services ...Service) error {
 		log.Warn("no --token-file: calls to other nodes' meshnetd will be refused")
 	}
 	locks := &linklock.Locks{}
+	var linkSrv *linkserver.Server // serves before any DEL reaches Forget
 	wirer, err := wiring.New(wiring.Config{
 		NodeName: cfg.NodeName, NodeIP: cfg.NodeIP, NodeNetns: cfg.NodeNetns, PeerPort: port, PeerCreds: creds,
 		Store: store, Locks: locks, Cache: kcache, Client: kclient, Log: cfg.Log,
+		Forget: func(k podstore.Key) error { return linkSrv.Forget(k) },
 	})
 	if err != nil {
 		return err
 	}
 	defer wirer.Close()
-	deps := &Deps{Config: cfg, Store: store, Locks: locks, Cache: kcache, Client: kclient, Kube: kube,
-		Auth: auth.NewChecker(kube, tokenReviewTTL), Wirer: wirer, Log: cfg.Log}
+	linkSrv, err = linkserver.New(linkserver.Config{
+		Pods: store, StateDir: filepath.Join(cfg.StateDir, "links"), Locks: locks, Remote: wirer, Node: cfg.NodeName, Log: cfg.Log,
+	})
+	if err != nil {
+		return err
+	}
+	pool := daemonclient.NewPool(nil, creds)
+	defer pool.Close()
+	dataSrv := dataserver.New(dataserver.Config{Reader: kcache, Log: cfg.Log, Links: &dataserver.Daemons{
+		Node: cfg.NodeName, Local: linkSrv, Dial: pool.Conn,
+		Resolver: &partition.Resolver{Reader: kcache, Namespace: cfg.DaemonNamespace, Service: cfg.DaemonService, Port: "grpc"},
+	}})
 
-	// The interceptors read policy, which is complete before serving starts.
-	policy := auth.Policy{}
+	policy := Policy(cfg.ReadOpen)
+	checker := auth.NewChecker(kube, tokenReviewTTL)
+	rpc := metrics.NewRPC()
 	tcp := grpc.NewServer(
-		grpc.ChainUnaryInterceptor(auth.UnaryInterceptor(deps.Auth, policy)),
-		grpc.ChainStreamInterceptor(auth.StreamInterceptor(deps.Auth, policy)))
-	meshnetv1.RegisterPeerServiceServer(tcp, wirer.PeerServer())
-	for m, a := range PeerPolicy() {
-		policy[m] = a
-	}
-	for _, s := range services {
-		for m, a := range s.Register(tcp, deps) {
-			policy[m] = a
-		}
-	}
+		grpc.ChainUnaryInterceptor(rpc.UnaryServerInterceptor(), auth.UnaryInterceptor(checker, policy)),
+		grpc.ChainStreamInterceptor(rpc.StreamServerInterceptor(), auth.StreamInterceptor(checker, policy)))
+	meshnetv1.RegisterPeerServiceServer(tcp, wirer.PeerServer(linkSrv))
+	meshnetv1.RegisterLinkServiceServer(tcp, linkSrv)
+	meshnetv1.RegisterDataServiceServer(tcp, dataSrv)
+	tcpHealth := health.NewServer()
+	healthpb.RegisterHealthServer(tcp, tcpHealth)
+	reflection.Register(tcp)
+
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(metrics.NewLinks(store, cfg.Log), rpc)
 
 	unix := grpc.NewServer()
 	meshnetv1.RegisterCNIServiceServer(unix, wirer.CNIServer())
@@ -244,13 +266,40 @@ func Run(ctx context.Context, cfg Config, services ...Service) error {
 		unixLis.Close()
 		return fmt.Errorf("listen on %s: %w", cfg.GRPCAddr, err)
 	}
-	serveErr := make(chan error, 2)
+	gw, err := gateway.New(ctx, gateway.Config{
+		Endpoint: loopback(tcpLis.Addr()),
+		Services: []gateway.Register{meshnetv1.RegisterLinkServiceHandler, meshnetv1.RegisterDataServiceHandler},
+		Gatherer: registry,
+	})
+	if err != nil {
+		unixLis.Close()
+		tcpLis.Close()
+		return err
+	}
+	defer gw.Close()
+	httpLis, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		unixLis.Close()
+		tcpLis.Close()
+		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	httpSrv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
+
+	serveErr := make(chan error, 3)
 	go func() { serveErr <- unix.Serve(unixLis) }()
 	go func() { serveErr <- tcp.Serve(tcpLis) }()
+	go func() { serveErr <- httpSrv.Serve(httpLis) }()
 	statusDone := make(chan struct{})
 	go func() { wirer.Run(ctx); close(statusDone) }()
 	healthSrv.SetServingStatus(cniplugin.HealthService, healthpb.HealthCheckResponse_SERVING)
-	log.Info("meshnetd serving", "socket", cfg.Socket, "grpc_addr", tcpLis.Addr().String(), "node_ip", cfg.NodeIP)
+	tcpHealth.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	for _, p := range store.List() {
+		// State set at runtime survives a daemon restart.
+		if err := linkSrv.Reapply(ctx, p.Key()); err != nil {
+			log.Warn("runtime state not re-applied", "pod", p.Key().String(), "error", err)
+		}
+	}
+	log.Info("meshnetd serving", "socket", cfg.Socket, "grpc_addr", tcpLis.Addr().String(), "http_addr", httpLis.Addr().String(), "node_ip", cfg.NodeIP)
 
 	installed := make(chan error, 1)
 	go func() { installed <- installCNI(ctx, cfg, log) }()
@@ -269,6 +318,8 @@ func Run(ctx context.Context, cfg Config, services ...Service) error {
 	}
 	log.Info("meshnetd stopping")
 	healthSrv.Shutdown()
+	tcpHealth.Shutdown()
+	httpSrv.Close()
 	if err := cniconf.Remove(cfg.CNIConfDir); err != nil {
 		log.Error("conflist not removed", "error", err)
 	}

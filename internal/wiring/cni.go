@@ -226,6 +226,11 @@ func (s cniServer) TeardownPod(ctx context.Context, req *meshnetv1.TeardownPodRe
 	if err := w.cfg.Store.Delete(k, rec.ContainerID); err != nil {
 		return nil, status.Errorf(codes.Internal, "pod %s: %v", k, err)
 	}
+	if w.cfg.Forget != nil {
+		if err := w.cfg.Forget(k); err != nil {
+			log.Warn("runtime state of the pod not forgotten", "error", err)
+		}
+	}
 	w.mu.Lock()
 	for id := range w.lastErr {
 		if id.pod == k {

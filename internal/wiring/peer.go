@@ -19,7 +19,8 @@ import (
 // cannot make arbitrary interfaces in a pod.
 type peerServer struct {
 	meshnetv1.UnimplementedPeerServiceServer
-	w *Wirer
+	w    *Wirer
+	ends EndStates
 }
 
 // CreateRemoteEnd makes this node's end of a cross-node VXLAN link.

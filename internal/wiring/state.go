@@ -10,7 +10,6 @@ import (
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/links"
 	"github.com/meshnet/meshnet/internal/podstore"
 )
 
@@ -43,9 +42,14 @@ func (w *Wirer) SetRemoteState(ctx context.Context, l podstore.Link, k podstore.
 	return nil
 }
 
+// EndStates changes this node's end of a link: linkserver.Server, which
+// also keeps what down flushed (routes, IPv6 addresses) across restarts.
+type EndStates interface {
+	SetEndState(ctx context.Context, pod podstore.Key, intf string, state meshnetv1.LinkState) (*meshnetv1.LinkStatus, error)
+}
+
 // SetRemoteState sets this node's end of a cross-node VXLAN link up or
-// down for the peer's node. What down flushes (routes, IPv6 addresses) is
-// kept in memory and restored on up.
+// down for the peer's node.
 func (s peerServer) SetRemoteState(ctx context.Context, req *meshnetv1.SetRemoteStateRequest) (*meshnetv1.SetRemoteStateResponse, error) {
 	w := s.w
 	k, err := podKey(req.GetEnd().GetPod())
@@ -60,46 +64,18 @@ func (s peerServer) SetRemoteState(ctx context.Context, req *meshnetv1.SetRemote
 		return nil, status.Errorf(codes.NotFound, "pod %s is not wired on node %s", k, w.cfg.NodeName)
 	}
 	intf, uid := req.GetEnd().GetInterface(), int(req.GetEnd().GetUid())
-	var l *podstore.Link
-	for i := range rec.Links {
-		if rec.Links[i].UID == uid && rec.Links[i].LocalIntf == intf && rec.Links[i].Kind == string(v1beta1.LinkKindVXLAN) {
-			l = &rec.Links[i]
-		}
+	found := false
+	for _, l := range rec.Links {
+		found = found || (l.UID == uid && l.LocalIntf == intf && l.Kind == string(v1beta1.LinkKindVXLAN))
 	}
-	if l == nil {
+	if !found {
 		return nil, status.Errorf(codes.NotFound, "pod %s has no VXLAN link %d on %s", k, uid, intf)
 	}
-	ns, err := links.OpenNetns(rec.Netns)
+	ls, err := s.ends.SetEndState(ctx, k, intf, req.GetState())
 	if err != nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "pod %s: %v", k, err)
+		return nil, err
 	}
-	defer ns.Close()
-	defer w.cfg.Locks.Lock(endKey(k, intf))()
-	id := linkID{k, uid}
-	if req.GetState() == meshnetv1.LinkState_LINK_STATE_DOWN {
-		saved, err := links.SetAdminDown(ns, intf)
-		if err != nil {
-			return nil, status.Errorf(codes.Internal, "pod %s: %v", k, err)
-		}
-		w.mu.Lock()
-		w.saved[id] = saved
-		w.mu.Unlock()
-	} else {
-		w.mu.Lock()
-		saved := w.saved[id]
-		delete(w.saved, id)
-		w.mu.Unlock()
-		if err := links.SetAdminUp(ns, intf, saved); err != nil {
-			return nil, status.Errorf(codes.Internal, "pod %s: %v", k, err)
-		}
-	}
-	w.log.Info("remote end state set for peer", "pod", k.String(), "link", uid, "intf", intf, "state", req.GetState().String())
+	w.log.Info("remote end state set for peer", "pod", k.String(), "link", uid, "intf", intf, "state", req.GetState().String(), "node", w.cfg.NodeName)
 	w.status.Add(k)
-	st, err := links.ReadState(ns, intf)
-	if err != nil {
-		return nil, status.Errorf(codes.Internal, "pod %s: %v", k, err)
-	}
-	remote, _ := netip.ParseAddr(l.PeerNodeIP)
-	spec := v1beta1.Link{UID: uid, LocalIntf: intf, PeerPod: l.PeerPod, PeerIntf: l.PeerIntf}
-	return &meshnetv1.SetRemoteStateResponse{Link: w.linkStatus(k, spec, v1beta1.LinkKindVXLAN, st, l.VNI, remote)}, nil
+	return &meshnetv1.SetRemoteStateResponse{Link: ls}, nil
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/vishvananda/netns"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
@@ -65,20 +65,38 @@ func (w *Wirer) writeStatus(ctx context.Context, k podstore.Key) error {
 		return nil // the pod lives on another node now; its status is that node's
 	}
 	st := w.buildStatus(k, topo, rec, wiredHere)
-	patch, err := json.Marshal(map[string]any{"status": st})
-	if err != nil {
-		return err
+	for f, v := range st {
+		if v == nil {
+			delete(st, f) // left out of an apply, a field meshnetd owned is removed
+		}
 	}
-	obj := &v1beta1.Topology{}
-	obj.Namespace, obj.Name = k.Namespace, k.Name
-	if err := w.cfg.Client.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		return fmt.Errorf("patch Topology %s status: %w", k, err)
+	data, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("encode Topology %s status: %w", k, err)
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return fmt.Errorf("encode Topology %s status: %w", k, err)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"status": fields}}
+	u.SetAPIVersion(v1beta1.GroupVersion.String())
+	u.SetKind("Topology")
+	u.SetNamespace(k.Namespace)
+	u.SetName(k.Name)
+	// Server-side apply: meshnetd and the controller each own the fields
+	// they write, so neither wipes the other's (the controller's
+	// links[].managed, for one).
+	if err := w.cfg.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(StatusFieldOwner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("apply Topology %s status: %w", k, err)
 	}
 	return nil
 }
 
-// buildStatus is the merge patch of the status fields wiring owns; nil
-// values remove a field.
+// StatusFieldOwner is meshnetd's server-side-apply manager of Topology status.
+const StatusFieldOwner = "meshnetd"
+
+// buildStatus is the status fields wiring owns; nil values are fields it
+// no longer sets.
 func (w *Wirer) buildStatus(k podstore.Key, topo *v1beta1.Topology, rec podstore.Pod, wiredHere bool) map[string]any {
 	out := map[string]any{
 		"src_ip": nil, "net_ns": nil, "container_id": nil, "node": nil,

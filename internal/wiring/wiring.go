@@ -62,6 +62,9 @@ type Config struct {
 	// Client reads what the cache does not hold (other nodes' pods, Nodes,
 	// objects the cache has not seen yet) and writes Topology status.
 	Client client.Client
+	// Forget drops what runtime calls set on a pod (linkserver.Server's),
+	// once DEL removed its last sandbox; nil keeps nothing to drop.
+	Forget func(podstore.Key) error
 	Log    *slog.Logger
 }
 
@@ -77,7 +80,6 @@ type Wirer struct {
 	mu       sync.Mutex
 	deleting map[podstore.Key]bool
 	lastErr  map[linkID]string
-	saved    map[linkID]links.Saved // what SetRemoteState's down flushed
 	peers    map[string]*grpc.ClientConn
 
 	status workqueue.TypedRateLimitingInterface[podstore.Key]
@@ -112,7 +114,6 @@ func New(cfg Config) (*Wirer, error) {
 		node:     node,
 		deleting: map[podstore.Key]bool{},
 		lastErr:  map[linkID]string{},
-		saved:    map[linkID]links.Saved{},
 		peers:    map[string]*grpc.ClientConn{},
 		status: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[podstore.Key](),
@@ -135,7 +136,9 @@ func (w *Wirer) Close() error {
 func (w *Wirer) CNIServer() meshnetv1.CNIServiceServer { return cniServer{w: w} }
 
 // PeerServer is the PeerService to serve to other meshnetds.
-func (w *Wirer) PeerServer() meshnetv1.PeerServiceServer { return peerServer{w: w} }
+func (w *Wirer) PeerServer(ends EndStates) meshnetv1.PeerServiceServer {
+	return peerServer{w: w, ends: ends}
+}
 
 // topology returns the pod's Topology, nil when it has none. The cache may
 // not have seen a Topology created just before the pod, so a miss is
