@@ -26,11 +26,10 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
-	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
-	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/internal/auth"
+	"github.com/meshnet/meshnet/internal/daemon"
 	"github.com/meshnet/meshnet/internal/gateway"
 	"github.com/meshnet/meshnet/internal/linklock"
 	"github.com/meshnet/meshnet/internal/links"
@@ -64,20 +63,6 @@ type Stack struct {
 	Locks    *linklock.Locks
 }
 
-// Policy is the stack's access policy: LinkService's, and health and
-// reflection open, as grpcurl needs them with nothing but the address.
-func Policy(readOpen bool) auth.Policy {
-	p := linkserver.Policy(readOpen)
-	for _, m := range []string{
-		healthpb.Health_Check_FullMethodName, healthpb.Health_Watch_FullMethodName, healthpb.Health_List_FullMethodName,
-		reflectionv1.ServerReflection_ServerReflectionInfo_FullMethodName,
-		reflectionv1alpha.ServerReflection_ServerReflectionInfo_FullMethodName,
-	} {
-		p[m] = auth.Access{}
-	}
-	return p
-}
-
 // clock initialises go-tc's clock once, as meshnetd's main does.
 var clock = sync.OnceValue(core.InitializeClock)
 
@@ -102,7 +87,7 @@ func Start(t testing.TB, o Options) *Stack {
 	unary := []grpc.UnaryServerInterceptor{rpc.UnaryServerInterceptor()}
 	stream := []grpc.StreamServerInterceptor{rpc.StreamServerInterceptor()}
 	if o.Checker != nil {
-		policy := Policy(o.ReadOpen)
+		policy := daemon.Policy(o.ReadOpen)
 		unary = append(unary, auth.UnaryInterceptor(o.Checker, policy))
 		stream = append(stream, auth.StreamInterceptor(o.Checker, policy))
 	}
