@@ -173,6 +173,7 @@ func TestClusterTopologyAdmission(t *testing.T) {
 		if err == nil {
 			t.Fatalf("kubectl apply of loss 150%% succeeded:\n%s", out)
 		}
+		t.Logf("kubectl apply of loss 150%%:\n%s", out)
 		if !strings.Contains(out, "spec.links[0].netem.loss") {
 			t.Errorf("kubectl's error does not name spec.links[0].netem.loss:\n%s", out)
 		}
