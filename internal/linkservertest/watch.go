@@ -50,6 +50,9 @@ func Watch(t testing.TB, n *links.Netns) *Watcher {
 				return
 			}
 			for _, m := range msgs {
+				if kernelRoute(m) {
+					continue
+				}
 				w.add(msgType(m.Header.Type))
 			}
 		}
@@ -74,6 +77,15 @@ func (w *Watcher) Stop() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.seen
+}
+
+// kernelRoute reports a route the kernel adds or removes by itself (proto
+// kernel), such as IPv6's link-local and multicast routes, which appear
+// whenever IPv6 address configuration on a fresh interface completes.
+func kernelRoute(m netlink.Message) bool {
+	t := m.Header.Type
+	// rtmsg: family, dst_len, src_len, tos, table, protocol, ...
+	return (t == unix.RTM_NEWROUTE || t == unix.RTM_DELROUTE) && len(m.Data) > 5 && m.Data[5] == unix.RTPROT_KERNEL
 }
 
 func msgType(t netlink.HeaderType) string {
