@@ -212,10 +212,12 @@ func Run(ctx context.Context, cfg Config) error {
 	} else {
 		log.Warn("no --token-file: calls to other nodes' meshnetd will be refused")
 	}
+	pool := daemonclient.NewPool(nil, creds)
+	defer pool.Close()
 	locks := &linklock.Locks{}
 	var linkSrv *linkserver.Server // serves before any DEL reaches Forget
 	wirer, err := wiring.New(wiring.Config{
-		NodeName: cfg.NodeName, NodeIP: cfg.NodeIP, NodeNetns: cfg.NodeNetns, PeerPort: port, PeerCreds: creds,
+		NodeName: cfg.NodeName, NodeIP: cfg.NodeIP, NodeNetns: cfg.NodeNetns, PeerPort: port, Peers: pool,
 		Store: store, Locks: locks, Cache: kcache, Client: kclient, Log: cfg.Log,
 		Forget: func(k podstore.Key) error { return linkSrv.Forget(k) },
 	})
@@ -229,8 +231,6 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	pool := daemonclient.NewPool(nil, creds)
-	defer pool.Close()
 	dataSrv := dataserver.New(dataserver.Config{Reader: kcache, Log: cfg.Log, Links: &dataserver.Daemons{
 		Node: cfg.NodeName, Local: linkSrv, Dial: pool.Conn,
 		Resolver: &partition.Resolver{Reader: kcache, Namespace: cfg.DaemonNamespace, Service: cfg.DaemonService, Port: "grpc"},

@@ -25,9 +25,6 @@ import (
 	"syscall"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/util/workqueue"
@@ -35,6 +32,7 @@ import (
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/daemonclient"
 	"github.com/meshnet/meshnet/internal/linklock"
 	"github.com/meshnet/meshnet/internal/links"
 	"github.com/meshnet/meshnet/internal/podstore"
@@ -51,8 +49,9 @@ type Config struct {
 	NodeNetns string
 	// PeerPort is the gRPC port of every node's meshnetd.
 	PeerPort int
-	// PeerCreds authenticate this daemon to the others.
-	PeerCreds credentials.PerRPCCredentials
+	// Peers holds the connections to other nodes' meshnetd, which carry
+	// this daemon's token.
+	Peers *daemonclient.Pool
 
 	Store *podstore.Store
 	// Locks is shared with everything else in meshnetd that changes links.
@@ -80,7 +79,6 @@ type Wirer struct {
 	mu       sync.Mutex
 	deleting map[podstore.Key]bool
 	lastErr  map[linkID]string
-	peers    map[string]*grpc.ClientConn
 
 	status workqueue.TypedRateLimitingInterface[podstore.Key]
 }
@@ -114,23 +112,14 @@ func New(cfg Config) (*Wirer, error) {
 		node:     node,
 		deleting: map[podstore.Key]bool{},
 		lastErr:  map[linkID]string{},
-		peers:    map[string]*grpc.ClientConn{},
 		status: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[podstore.Key](),
 			workqueue.TypedRateLimitingQueueConfig[podstore.Key]{Name: "topology-status"}),
 	}, nil
 }
 
-// Close releases the node namespace and the connections to peers.
-func (w *Wirer) Close() error {
-	w.mu.Lock()
-	for addr, c := range w.peers {
-		c.Close()
-		delete(w.peers, addr)
-	}
-	w.mu.Unlock()
-	return w.node.Close()
-}
+// Close releases the node namespace.
+func (w *Wirer) Close() error { return w.node.Close() }
 
 // CNIServer is the CNIService to serve on the unix socket.
 func (w *Wirer) CNIServer() meshnetv1.CNIServiceServer { return cniServer{w: w} }
@@ -211,21 +200,10 @@ func (w *Wirer) peerNode(ctx context.Context, k podstore.Key) (string, netip.Add
 
 // peerClient returns a PeerService client for the meshnetd at ip.
 func (w *Wirer) peerClient(ip netip.Addr) (meshnetv1.PeerServiceClient, error) {
-	addr := net.JoinHostPort(ip.String(), strconv.Itoa(w.cfg.PeerPort))
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if c, ok := w.peers[addr]; ok {
-		return meshnetv1.NewPeerServiceClient(c), nil
-	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
-	if w.cfg.PeerCreds != nil {
-		opts = append(opts, grpc.WithPerRPCCredentials(w.cfg.PeerCreds))
-	}
-	c, err := grpc.NewClient(addr, opts...)
+	c, err := w.cfg.Peers.Conn(net.JoinHostPort(ip.String(), strconv.Itoa(w.cfg.PeerPort)))
 	if err != nil {
-		return nil, fmt.Errorf("connect to meshnetd at %s: %w", addr, err)
+		return nil, err
 	}
-	w.peers[addr] = c
 	return meshnetv1.NewPeerServiceClient(c), nil
 }
 
