@@ -17,9 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -38,6 +40,12 @@ import (
 // controller writes. meshnetd owns meshnet-cni's fields (src_ip, net_ns,
 // container_id, skipped).
 const FieldOwner = "meshnet-controller"
+
+// maxRetryDelay caps the backoff of a failing Topology. The default cap
+// (1000s) would leave a pod unconverged for minutes after its daemon came
+// back from a crash during a burst of edits: each failed pass doubles the
+// delay, and once the edits stop only the retry is left.
+const maxRetryDelay = 10 * time.Second
 
 // nodeField indexes Topologies by the node of their pod.
 const nodeField = "status.node"
@@ -85,6 +93,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("topology").
+		WithOptions(crcontroller.Options{
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxRetryDelay),
+		}).
 		For(&v1beta1.Topology{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
@@ -155,6 +166,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	case codes.Aborted:
 		// A newer generation was applied already; its reconcile writes status.
 		return reconcile.Result{}, nil
+	case codes.Unavailable:
+		// The daemon may be back already (a restart): reconnect at the next
+		// pass rather than after gRPC's growing reconnect backoff.
+		conn.ResetConnectBackoff()
+		return r.fail(ctx, topo, node, ReasonDaemonUnavailable, fmt.Errorf("apply on meshnetd %s: %w", addr, err))
 	case codes.NotFound:
 		// The CNI has not wired the pod on its node yet; its ADD will.
 		return reconcile.Result{RequeueAfter: time.Second}, r.writeStatus(ctx, topo,
@@ -188,9 +204,32 @@ func (r *Reconciler) writeStatus(ctx context.Context, topo *v1beta1.Topology, st
 	}
 	delete(u, "spec")
 	unstructured.RemoveNestedField(u, "metadata", "creationTimestamp")
+	keepZeroValues(u, st)
 	ac := client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u})
 	if err := r.Client.Status().Apply(ctx, ac, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("write status of %s/%s: %w", topo.Namespace, topo.Name, err)
 	}
 	return nil
+}
+
+// keepZeroValues puts back the status fields whose zero value omitempty
+// drops. meshnetd owns them too from the pod's CNI ADD, so an apply that
+// left them out would keep its stale value (carrier true on a link the
+// controller took down); applied explicitly, the controller takes them over.
+func keepZeroValues(u map[string]any, st v1beta1.TopologyStatus) {
+	status, _ := u["status"].(map[string]any)
+	if status == nil {
+		return
+	}
+	status["down_links"] = int64(st.DownLinks)
+	status["shaped_links"] = int64(st.ShapedLinks)
+	ls, _ := status["links"].([]any)
+	for i, l := range ls {
+		m, ok := l.(map[string]any)
+		if !ok || i >= len(st.Links) {
+			continue
+		}
+		m["carrier"] = st.Links[i].Carrier
+		m["last_error"] = st.Links[i].LastError
+	}
 }

@@ -1,0 +1,660 @@
+//go:build kernel
+
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/labnet"
+	"github.com/meshnet/meshnet/internal/links"
+)
+
+var (
+	bins       labnet.Binaries
+	controller string // the meshnet-controller binary
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "meshnet-controller-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	controller = filepath.Join(dir, "meshnet-controller")
+	if out, err := exec.Command("go", "build", "-o", controller, "github.com/meshnet/meshnet/cmd/meshnet-controller").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build meshnet-controller: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := labnet.Main(m, &bins)
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const (
+	daemonNS  = "meshnet"
+	leaseName = "meshnet-controller.networkop.co.uk"
+)
+
+// publishDaemons writes the meshnetd Service's EndpointSlices, one per node,
+// as the EndpointSlice controller (absent from the lab) would.
+func publishDaemons(t testing.TB, lab *labnet.Lab, nodes ...*labnet.Node) {
+	t.Helper()
+	lab.Namespace(daemonNS)
+	for _, n := range nodes {
+		setDaemonReady(t, lab, n, true)
+	}
+}
+
+// setDaemonReady creates or updates node n's endpoint of the meshnetd Service.
+func setDaemonReady(t testing.TB, lab *labnet.Lab, n *labnet.Node, ready bool) {
+	t.Helper()
+	ctx := context.Background()
+	s := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: daemonNS, Name: "meshnetd-" + n.Name}}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		err := lab.Client.Get(ctx, client.ObjectKeyFromObject(s), s)
+		create := err != nil
+		s.Labels = map[string]string{discoveryv1.LabelServiceName: "meshnetd"}
+		s.AddressType = discoveryv1.AddressTypeIPv4
+		s.Endpoints = []discoveryv1.Endpoint{{
+			Addresses:  []string{n.IP.String()},
+			NodeName:   ptr.To(n.Name),
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(ready)},
+		}}
+		s.Ports = []discoveryv1.EndpointPort{{Name: ptr.To("grpc"), Port: ptr.To[int32](labnet.GRPCPort), Protocol: ptr.To(corev1.ProtocolTCP)}}
+		if create {
+			return lab.Client.Create(ctx, s)
+		}
+		return lab.Client.Update(ctx, s)
+	})
+	if err != nil {
+		t.Fatalf("endpointslice of %s: %v", n.Name, err)
+	}
+}
+
+// controllerProc is one meshnet-controller replica.
+type controllerProc struct {
+	cmd    *exec.Cmd
+	log    string
+	exited chan struct{}
+	once   sync.Once
+}
+
+// startController runs the real meshnet-controller binary in node n's
+// network namespace, where the API server (forwarded by labnet) and every
+// node's meshnetd are reachable. It talks to meshnetd with the lab's daemon
+// token, whose service account may patch topologies everywhere.
+func startController(t testing.TB, lab *labnet.Lab, n *labnet.Node, name string) *controllerProc {
+	t.Helper()
+	p := &controllerProc{log: filepath.Join(t.TempDir(), name+".log"), exited: make(chan struct{})}
+	logf, err := os.Create(p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = exec.Command("nsenter", "--net="+n.Netns, "--", controller,
+		"--kubeconfig", filepath.Join(n.Dir, "kubeconfig"), "--token-file", lab.TokenFile(),
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--resync", "10s")
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start meshnet-controller: %v", err)
+	}
+	logf.Close()
+	go func() { _ = p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		p.signal(syscall.SIGTERM)
+		if t.Failed() || os.Getenv("LABNET_LOGS") != "" {
+			t.Logf("meshnet-controller %s log:\n%s", name, tail(p.Log()))
+		}
+	})
+	return p
+}
+
+func (p *controllerProc) Log() string { data, _ := os.ReadFile(p.log); return string(data) }
+
+func (p *controllerProc) signal(sig syscall.Signal) {
+	p.once.Do(func() {
+		_ = p.cmd.Process.Signal(sig)
+		select {
+		case <-p.exited:
+		case <-time.After(20 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+	})
+}
+
+func tail(s string) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > 60 {
+		lines = lines[len(lines)-60:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func link(uid int, peer, local, peerIntf, localIP, peerIP string) v1beta1.Link {
+	return v1beta1.Link{UID: uid, PeerPod: peer, LocalIntf: local, PeerIntf: peerIntf, LocalIP: localIP, PeerIP: peerIP}
+}
+
+func topology(t testing.TB, lab *labnet.Lab, name string, ls ...v1beta1.Link) {
+	t.Helper()
+	topo := &v1beta1.Topology{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: name}, Spec: v1beta1.TopologySpec{Links: ls}}
+	if err := lab.Client.Create(context.Background(), topo); err != nil {
+		t.Fatalf("create Topology lab/%s: %v", name, err)
+	}
+}
+
+func cni(t testing.TB, p *labnet.Pod, cmd string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := p.CNI(ctx, cmd); err != nil {
+		t.Fatalf("CNI %s %s/%s: %v\n%s", cmd, p.Namespace, p.Name, err, tail(p.Node.Log()))
+	}
+}
+
+// edit changes a Topology's spec, retrying on conflicts with the
+// controller's status writes.
+func edit(t testing.TB, lab *labnet.Lab, name string, change func(*v1beta1.Topology)) error {
+	t.Helper()
+	topo := &v1beta1.Topology{}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := lab.Client.Get(context.Background(), client.ObjectKey{Namespace: "lab", Name: name}, topo); err != nil {
+			return err
+		}
+		change(topo)
+		return lab.Client.Update(context.Background(), topo)
+	})
+}
+
+func mustEdit(t testing.TB, lab *labnet.Lab, name string, change func(*v1beta1.Topology)) {
+	t.Helper()
+	if err := edit(t, lab, name, change); err != nil {
+		t.Fatalf("edit Topology lab/%s: %v", name, err)
+	}
+}
+
+func get(t testing.TB, lab *labnet.Lab, name string) *v1beta1.Topology {
+	t.Helper()
+	topo := &v1beta1.Topology{}
+	if err := lab.Client.Get(context.Background(), client.ObjectKey{Namespace: "lab", Name: name}, topo); err != nil {
+		t.Fatal(err)
+	}
+	return topo
+}
+
+func waitStatus(t testing.TB, lab *labnet.Lab, name string, within time.Duration, ok func(*v1beta1.Topology) bool) *v1beta1.Topology {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		topo := get(t, lab, name)
+		if ok(topo) {
+			return topo
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Topology lab/%s status never as expected within %v: %+v", name, within, topo.Status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func condition(st *v1beta1.TopologyStatus, typ string) *metav1.Condition {
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == typ {
+			return &st.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// converged is true when the status describes the current generation and
+// says Ready.
+func converged(topo *v1beta1.Topology) bool {
+	c := condition(&topo.Status, v1beta1.ConditionReady)
+	return topo.Status.ObservedGeneration == topo.Generation && c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == topo.Generation
+}
+
+func linkStatus(topo *v1beta1.Topology, intf string) *v1beta1.LinkStatus {
+	for i := range topo.Status.Links {
+		if topo.Status.Links[i].LocalIntf == intf {
+			return &topo.Status.Links[i]
+		}
+	}
+	return nil
+}
+
+func readState(t testing.TB, nsPath, intf string) links.State {
+	t.Helper()
+	n, err := links.OpenNetns(nsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	s, err := links.ReadState(n, intf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// waitKernel polls an interface until ok holds.
+func waitKernel(t testing.TB, nsPath, intf string, within time.Duration, ok func(links.State) bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		s := readState(t, nsPath, intf)
+		if ok(s) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s in %s never as expected within %v: %+v", intf, nsPath, within, s)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func pings(p *labnet.Pod, ip string, tries int) error {
+	var (
+		out string
+		err error
+	)
+	for range tries {
+		if out, err = p.Run("ping", "-c", "1", "-W", "1", ip); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("ping %s from %s: %v\n%s", ip, p.Name, err, out)
+}
+
+func down(s links.State) bool { return !s.AdminUp }
+func up(s links.State) bool   { return s.AdminUp && s.Carrier }
+
+// pair is r1 and r2 on node a joined by a veth (10.0.1.0/30), r1 and r3 on
+// node b by a VXLAN (10.0.2.0/30), all wired, with one controller running.
+type pair struct {
+	lab        *labnet.Lab
+	a, b       *labnet.Node
+	r1, r2, r3 *labnet.Pod
+	ctrl       *controllerProc
+}
+
+func newPair(t testing.TB) *pair {
+	t.Helper()
+	lab := labnet.New(t, bins)
+	p := &pair{lab: lab, a: lab.AddNode("node-a", "ens3"), b: lab.AddNode("node-b", "enp0s8")}
+	publishDaemons(t, lab, p.a, p.b)
+	lab.Namespace("lab")
+	topology(t, lab, "r1",
+		link(1, "r2", "eth1", "eth1", "10.0.1.1/30", "10.0.1.2/30"),
+		link(2, "r3", "eth2", "eth1", "10.0.2.1/30", "10.0.2.2/30"))
+	topology(t, lab, "r2", link(1, "r1", "eth1", "eth1", "10.0.1.2/30", "10.0.1.1/30"))
+	topology(t, lab, "r3", link(2, "r1", "eth1", "eth2", "10.0.2.2/30", "10.0.2.1/30"))
+	p.r1, p.r2, p.r3 = lab.AddPod(p.a, "lab", "r1"), lab.AddPod(p.a, "lab", "r2"), lab.AddPod(p.b, "lab", "r3")
+	cni(t, p.r1, "ADD")
+	cni(t, p.r2, "ADD")
+	cni(t, p.r3, "ADD")
+	p.ctrl = startController(t, lab, p.a, "controller")
+	waitStatus(t, lab, "r1", 60*time.Second, converged)
+	return p
+}
+
+func setState(s *v1beta1.LinkState, intf string) func(*v1beta1.Topology) {
+	return func(topo *v1beta1.Topology) {
+		for i := range topo.Spec.Links {
+			if topo.Spec.Links[i].LocalIntf == intf {
+				topo.Spec.Links[i].State = s
+			}
+		}
+	}
+}
+
+func setMTU(mtu *int32, intf string) func(*v1beta1.Topology) {
+	return func(topo *v1beta1.Topology) {
+		for i := range topo.Spec.Links {
+			if topo.Spec.Links[i].LocalIntf == intf {
+				topo.Spec.Links[i].MTU = mtu
+			}
+		}
+	}
+}
+
+// TestKernelStateDownVeth pulls the veth cable through the spec and puts it
+// back by dropping the field.
+func TestKernelStateDownVeth(t *testing.T) {
+	p := newPair(t)
+	if err := pings(p.r1, "10.0.1.2", 3); err != nil {
+		t.Fatal(err)
+	}
+	mustEdit(t, p.lab, "r1", setState(ptr.To(v1beta1.LinkDown), "eth1"))
+	waitKernel(t, p.r1.Netns, "eth1", 10*time.Second, func(s links.State) bool { return !s.AdminUp && !s.Carrier })
+	waitKernel(t, p.r2.Netns, "eth1", 10*time.Second, func(s links.State) bool { return !s.Carrier })
+	if err := pings(p.r1, "10.0.1.2", 1); err == nil {
+		t.Error("ping over eth1 works with state down")
+	}
+	topo := waitStatus(t, p.lab, "r1", 10*time.Second, func(topo *v1beta1.Topology) bool {
+		l := linkStatus(topo, "eth1")
+		return converged(topo) && l != nil && l.State == v1beta1.LinkDown && !l.Carrier
+	})
+	if topo.Status.DownLinks != 1 || !slices.Contains(linkStatus(topo, "eth1").Managed, "state") {
+		t.Errorf("status down_links %d, eth1 managed %v; want 1, [state]", topo.Status.DownLinks, linkStatus(topo, "eth1").Managed)
+	}
+
+	mustEdit(t, p.lab, "r1", setState(nil, "eth1"))
+	waitKernel(t, p.r1.Netns, "eth1", 10*time.Second, up)
+	waitKernel(t, p.r2.Netns, "eth1", 10*time.Second, up)
+	if err := pings(p.r1, "10.0.1.2", 3); err != nil {
+		t.Errorf("after state was removed: %v", err)
+	}
+	topo = waitStatus(t, p.lab, "r1", 10*time.Second, func(topo *v1beta1.Topology) bool {
+		l := linkStatus(topo, "eth1")
+		return converged(topo) && l != nil && l.State == v1beta1.LinkUp && l.Carrier
+	})
+	if topo.Status.DownLinks != 0 || len(linkStatus(topo, "eth1").Managed) != 0 {
+		t.Errorf("status down_links %d, eth1 managed %v; want 0, none", topo.Status.DownLinks, linkStatus(topo, "eth1").Managed)
+	}
+}
+
+// TestKernelStateDownVXLAN takes a cross-node link down from one end's spec:
+// node a's daemon takes r1's end down, node b's daemon r3's (asked through
+// PeerService).
+func TestKernelStateDownVXLAN(t *testing.T) {
+	p := newPair(t)
+	if err := pings(p.r1, "10.0.2.2", 3); err != nil {
+		t.Fatal(err)
+	}
+	mustEdit(t, p.lab, "r1", setState(ptr.To(v1beta1.LinkDown), "eth2"))
+	waitKernel(t, p.r1.Netns, "eth2", 10*time.Second, down)
+	waitKernel(t, p.r3.Netns, "eth1", 10*time.Second, down)
+	if err := pings(p.r1, "10.0.2.2", 1); err == nil {
+		t.Error("ping over the VXLAN works with state down")
+	}
+	waitStatus(t, p.lab, "r1", 10*time.Second, func(topo *v1beta1.Topology) bool {
+		l := linkStatus(topo, "eth2")
+		return converged(topo) && l != nil && l.State == v1beta1.LinkDown && l.Kind == v1beta1.LinkKindVXLAN
+	})
+
+	mustEdit(t, p.lab, "r1", setState(nil, "eth2"))
+	waitKernel(t, p.r1.Netns, "eth2", 10*time.Second, up)
+	waitKernel(t, p.r3.Netns, "eth1", 10*time.Second, up)
+	if err := pings(p.r1, "10.0.2.2", 3); err != nil {
+		t.Errorf("after state was removed: %v", err)
+	}
+}
+
+// TestKernelRoutes adds spec.routes and removes them.
+func TestKernelRoutes(t *testing.T) {
+	p := newPair(t)
+	routes := func() string {
+		out, err := p.r1.Run("ip", "route", "show")
+		if err != nil {
+			t.Fatalf("ip route: %v\n%s", err, out)
+		}
+		return out
+	}
+	mustEdit(t, p.lab, "r1", func(topo *v1beta1.Topology) {
+		topo.Spec.Routes = []v1beta1.Route{{Dst: "192.0.2.0/24", Gw: "10.0.1.2"}, {Dst: "198.51.100.0/24", Dev: "eth2"}}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for !(strings.Contains(routes(), "192.0.2.0/24 via 10.0.1.2 dev eth1") && strings.Contains(routes(), "198.51.100.0/24 dev eth2")) {
+		if time.Now().After(deadline) {
+			t.Fatalf("routes never appeared:\n%s", routes())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitStatus(t, p.lab, "r1", 10*time.Second, func(topo *v1beta1.Topology) bool { return converged(topo) && topo.Status.RoutesManaged })
+
+	mustEdit(t, p.lab, "r1", func(topo *v1beta1.Topology) { topo.Spec.Routes = nil })
+	deadline = time.Now().Add(10 * time.Second)
+	for strings.Contains(routes(), "192.0.2.0/24") || strings.Contains(routes(), "198.51.100.0/24") {
+		if time.Now().After(deadline) {
+			t.Fatalf("routes still there after removal from the spec:\n%s", routes())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(routes(), "10.0.1.0/30 dev eth1") {
+		t.Errorf("the link's own route went too:\n%s", routes())
+	}
+}
+
+// TestKernelStatus checks what the status says against the kernel, and that
+// a netem spec on this host (no sch_netem) reports Degraded clearly without
+// breaking the rest.
+func TestKernelStatus(t *testing.T) {
+	p := newPair(t)
+	mustEdit(t, p.lab, "r1", setMTU(ptr.To[int32](1400), "eth1"))
+	topo := waitStatus(t, p.lab, "r1", 10*time.Second, func(topo *v1beta1.Topology) bool {
+		l := linkStatus(topo, "eth1")
+		return converged(topo) && l != nil && l.MTU == 1400
+	})
+	st := topo.Status
+	if st.Node != "node-a" || st.LinkCount != 2 || st.DownLinks != 0 || st.ObservedGeneration != topo.Generation {
+		t.Errorf("status node %q link_count %d down_links %d observedGeneration %d (generation %d)",
+			st.Node, st.LinkCount, st.DownLinks, st.ObservedGeneration, topo.Generation)
+	}
+	if c := condition(&st, v1beta1.ConditionDegraded); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("Degraded = %+v, want False", c)
+	}
+	for _, intf := range []string{"eth1", "eth2"} {
+		l, k := linkStatus(topo, intf), readState(t, p.r1.Netns, intf)
+		if l == nil {
+			t.Fatalf("no status for %s", intf)
+		}
+		if (l.State == v1beta1.LinkUp) != k.AdminUp || l.Carrier != k.Carrier || int(l.MTU) != k.MTU {
+			t.Errorf("%s status state %s carrier %v mtu %d; kernel admin up %v carrier %v mtu %d", intf, l.State, l.Carrier, l.MTU, k.AdminUp, k.Carrier, k.MTU)
+		}
+	}
+	if k := readState(t, p.r1.Netns, "eth1"); k.MTU != 1400 {
+		t.Errorf("kernel eth1 mtu %d, want 1400", k.MTU)
+	}
+
+	mustEdit(t, p.lab, "r1", func(topo *v1beta1.Topology) {
+		topo.Spec.Links[0].Netem = &v1beta1.Netem{Delay: ptr.To[v1beta1.Duration]("10ms")}
+	})
+	topo = waitStatus(t, p.lab, "r1", 15*time.Second, func(topo *v1beta1.Topology) bool {
+		c := condition(&topo.Status, v1beta1.ConditionDegraded)
+		return topo.Status.ObservedGeneration == topo.Generation && c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == topo.Generation
+	})
+	t.Logf("Degraded with netem on this host: %s: %s", condition(&topo.Status, v1beta1.ConditionDegraded).Reason, condition(&topo.Status, v1beta1.ConditionDegraded).Message)
+	if c := condition(&topo.Status, v1beta1.ConditionDegraded); !strings.Contains(c.Message, "sch_netem") {
+		t.Errorf("Degraded %s: %q does not name sch_netem", c.Reason, c.Message)
+	}
+	if c := condition(&topo.Status, v1beta1.ConditionReady); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("Ready = %+v with a failing netem, want False", c)
+	}
+	if err := pings(p.r1, "10.0.1.2", 3); err != nil {
+		t.Errorf("with a failed netem: %v", err)
+	}
+	if err := pings(p.r1, "10.0.2.2", 3); err != nil {
+		t.Errorf("with a failed netem on the other link: %v", err)
+	}
+	mustEdit(t, p.lab, "r1", func(topo *v1beta1.Topology) { topo.Spec.Links[0].Netem = nil })
+	waitStatus(t, p.lab, "r1", 15*time.Second, converged)
+}
+
+// TestKernelDaemonKilledMidEdits kills node a's meshnetd in the middle of a
+// run of edits; once it is back, the kernel has the last spec.
+func TestKernelDaemonKilledMidEdits(t *testing.T) {
+	p := newPair(t)
+	const edits = 100
+	mtus := []int32{1400, 1450, 1500, 1380}
+	for i := range edits {
+		if i == edits/2 {
+			p.a.Kill()
+			setDaemonReady(t, p.lab, p.a, false)
+		}
+		if i == edits/2+20 {
+			p.a.Start()
+			setDaemonReady(t, p.lab, p.a, true)
+		}
+		var st *v1beta1.LinkState
+		if i%3 == 0 {
+			st = ptr.To(v1beta1.LinkDown)
+		}
+		mustEdit(t, p.lab, "r1", func(topo *v1beta1.Topology) {
+			setMTU(ptr.To(mtus[i%len(mtus)]), "eth1")(topo)
+			setState(st, "eth1")(topo)
+		})
+		time.Sleep(5 * time.Millisecond)
+	}
+	// The last edit (i = 99: 99%3 == 0) is state down, mtu 1380.
+	last := get(t, p.lab, "r1")
+	if l := last.Spec.Links[0]; l.State == nil || *l.State != v1beta1.LinkDown || *l.MTU != 1380 {
+		t.Fatalf("last spec %+v", l)
+	}
+	waitKernel(t, p.r1.Netns, "eth1", 60*time.Second, func(s links.State) bool { return !s.AdminUp && s.MTU == 1380 })
+	waitStatus(t, p.lab, "r1", 30*time.Second, func(topo *v1beta1.Topology) bool {
+		l := linkStatus(topo, "eth1")
+		return converged(topo) && l != nil && l.State == v1beta1.LinkDown && l.MTU == 1380
+	})
+	// And the field removed after the restart still comes back up.
+	mustEdit(t, p.lab, "r1", setState(nil, "eth1"))
+	waitKernel(t, p.r1.Netns, "eth1", 10*time.Second, up)
+	if err := pings(p.r1, "10.0.1.2", 3); err != nil {
+		t.Error(err)
+	}
+}
+
+func leaseHolder(t testing.TB, lab *labnet.Lab) string {
+	t.Helper()
+	l := &coordinationv1.Lease{}
+	if err := lab.Client.Get(context.Background(), client.ObjectKey{Namespace: daemonNS, Name: leaseName}, l); err != nil {
+		return ""
+	}
+	return ptr.Deref(l.Spec.HolderIdentity, "")
+}
+
+// TestKernelLeaderElection runs two replicas: one holds the Lease and acts;
+// killed, the other takes over and converges the next edit.
+func TestKernelLeaderElection(t *testing.T) {
+	p := newPair(t)
+	deadline := time.Now().Add(30 * time.Second)
+	first := leaseHolder(t, p.lab)
+	for first == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("no Lease holder")
+		}
+		time.Sleep(100 * time.Millisecond)
+		first = leaseHolder(t, p.lab)
+	}
+	second := startController(t, p.lab, p.b, "controller-2")
+	// The second replica waits: the holder stays, and edits still converge
+	// exactly once each (the first replica's work).
+	mustEdit(t, p.lab, "r1", setMTU(ptr.To[int32](1400), "eth1"))
+	waitKernel(t, p.r1.Netns, "eth1", 10*time.Second, func(s links.State) bool { return s.MTU == 1400 })
+	time.Sleep(3 * time.Second)
+	if h := leaseHolder(t, p.lab); h != first {
+		t.Fatalf("Lease holder changed from %q to %q while the leader ran", first, h)
+	}
+	if strings.Contains(second.Log(), "Starting workers") {
+		t.Errorf("the standby replica started its workers:\n%s", tail(second.Log()))
+	}
+
+	p.ctrl.signal(syscall.SIGKILL)
+	mustEdit(t, p.lab, "r1", setMTU(ptr.To[int32](1450), "eth1"))
+	// The Lease of a killed leader expires after its 15s duration.
+	waitKernel(t, p.r1.Netns, "eth1", 45*time.Second, func(s links.State) bool { return s.MTU == 1450 })
+	if h := leaseHolder(t, p.lab); h == first || h == "" {
+		t.Errorf("Lease holder %q after the leader was killed, want the other replica", h)
+	}
+	if !strings.Contains(second.Log(), "Starting workers") {
+		t.Errorf("the new leader did not start its workers:\n%s", tail(second.Log()))
+	}
+	waitStatus(t, p.lab, "r1", 10*time.Second, converged)
+}
+
+// TestKernelInvalidEditsRefused checks that admission refuses invalid specs
+// and that the kernel keeps what it had.
+func TestKernelInvalidEditsRefused(t *testing.T) {
+	p := newPair(t)
+	before := readState(t, p.r1.Netns, "eth1")
+	gen := get(t, p.lab, "r1").Generation
+	for name, change := range map[string]func(*v1beta1.Topology){
+		"loss 150%": func(topo *v1beta1.Topology) {
+			topo.Spec.Links[0].Netem = &v1beta1.Netem{Loss: ptr.To[v1beta1.Percent]("150%")}
+		},
+		"mtu -1":         setMTU(ptr.To[int32](-1), "eth1"),
+		"mtu 70000":      setMTU(ptr.To[int32](70000), "eth1"),
+		"state sideways": setState(ptr.To[v1beta1.LinkState]("sideways"), "eth1"),
+	} {
+		err := edit(t, p.lab, "r1", change)
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+			continue
+		}
+		if !strings.Contains(err.Error(), "Invalid") && !strings.Contains(err.Error(), "invalid") {
+			t.Errorf("%s: refused with %v, want an admission (Invalid) error", name, err)
+		}
+	}
+	time.Sleep(2 * time.Second)
+	if g := get(t, p.lab, "r1").Generation; g != gen {
+		t.Errorf("generation %d after refused edits, was %d", g, gen)
+	}
+	after := readState(t, p.r1.Netns, "eth1")
+	if after.MTU != before.MTU || after.AdminUp != before.AdminUp || after.Carrier != before.Carrier {
+		t.Errorf("kernel changed after refused edits: %+v -> %+v", before, after)
+	}
+	out, err := p.r1.Run("tc", "qdisc", "show", "dev", "eth1")
+	if err != nil || strings.Contains(out, "netem") {
+		t.Errorf("qdisc after a refused netem edit: %v\n%s", err, out)
+	}
+}
+
+// BenchmarkKernelEditToKernel measures from a Topology update (mtu toggled
+// between two values) to the change seen in the pod's kernel.
+func BenchmarkKernelEditToKernel(b *testing.B) {
+	p := newPair(b)
+	n, err := links.OpenNetns(p.r1.Netns)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer n.Close()
+	const edits = 200
+	var lat []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		for i := range edits {
+			mtu := int32(1400 + 100*(i%2))
+			start := time.Now()
+			mustEdit(b, p.lab, "r1", setMTU(ptr.To(mtu), "eth1"))
+			for {
+				s, err := links.ReadState(n, "eth1")
+				if err != nil {
+					b.Fatal(err)
+				}
+				if s.MTU == int(mtu) {
+					break
+				}
+				if time.Since(start) > 10*time.Second {
+					b.Fatalf("edit %d: mtu %d never reached the kernel (has %d)", i, mtu, s.MTU)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			lat = append(lat, time.Since(start))
+		}
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	pct := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))].Microseconds()) / 1000 }
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+	b.ReportMetric(0, "ns/op")
+	b.Logf("%d edits: p50 %.1f ms, p99 %.1f ms, max %.1f ms", len(lat), pct(0.50), pct(0.99), pct(1))
+}
