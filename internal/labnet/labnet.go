@@ -60,20 +60,17 @@ const apiPort = 6443
 
 // Binaries are the programs a lab runs, built once by Main.
 type Binaries struct {
-	Meshnetd, MeshnetCNI, Loopback string
+	Meshnetd, MeshnetCNI, Controller, Loopback string
 }
 
-// Build compiles meshnetd, meshnet-cni and containernetworking's loopback
-// plugin into dir.
+// Build compiles meshnetd, meshnet-cni, meshnet-controller and
+// containernetworking's loopback plugin into dir.
 func Build(dir string) (Binaries, error) {
-	b := Binaries{
-		Meshnetd:   filepath.Join(dir, "meshnetd"),
-		MeshnetCNI: filepath.Join(dir, "meshnet-cni"),
-		Loopback:   filepath.Join(dir, "loopback"),
-	}
+	b := prebuilt(dir)
 	for out, pkg := range map[string]string{
 		b.Meshnetd:   "github.com/meshnet/meshnet/cmd/meshnetd",
 		b.MeshnetCNI: "github.com/meshnet/meshnet/cmd/meshnet-cni",
+		b.Controller: "github.com/meshnet/meshnet/cmd/meshnet-controller",
 		b.Loopback:   "github.com/containernetworking/plugins/plugins/main/loopback",
 	} {
 		cmd := exec.Command("go", "build", "-o", out, pkg)
@@ -84,9 +81,30 @@ func Build(dir string) (Binaries, error) {
 	return b, nil
 }
 
-// Main builds the binaries for a test package's labs, runs its tests and
-// removes the binaries; call it from TestMain.
+// PrebuiltEnv names a directory of binaries built beforehand (meshnetd,
+// meshnet-cni, loopback), for test binaries that run where there is no Go
+// toolchain, as in the vm tier: meshnetd, meshnet-cni, meshnet-controller
+// and loopback.
+const PrebuiltEnv = "MESHNET_LAB_BIN"
+
+func prebuilt(dir string) Binaries {
+	return Binaries{
+		Meshnetd:   filepath.Join(dir, "meshnetd"),
+		MeshnetCNI: filepath.Join(dir, "meshnet-cni"),
+		Controller: filepath.Join(dir, "meshnet-controller"),
+		Loopback:   filepath.Join(dir, "loopback"),
+	}
+}
+
+// Main builds the binaries for a test package's labs (or takes them from
+// $MESHNET_LAB_BIN), runs its tests and removes what it built; call it from
+// TestMain.
 func Main(m interface{ Run() int }, bins *Binaries) int {
+	ctrllog.SetLogger(logr.Discard())
+	if dir := os.Getenv(PrebuiltEnv); dir != "" {
+		*bins = prebuilt(dir)
+		return m.Run()
+	}
 	dir, err := os.MkdirTemp("", "labnet-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "labnet:", err)
@@ -99,7 +117,6 @@ func Main(m interface{ Run() int }, bins *Binaries) int {
 		return 1
 	}
 	*bins = b
-	ctrllog.SetLogger(logr.Discard())
 	return m.Run()
 }
 

@@ -1,0 +1,318 @@
+//go:build kernel || vm
+
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/labnet"
+	"github.com/meshnet/meshnet/internal/links"
+)
+
+var bins labnet.Binaries
+
+func TestMain(m *testing.M) { os.Exit(labnet.Main(m, &bins)) }
+
+const (
+	daemonNS  = "meshnet"
+	leaseName = "meshnet-controller.networkop.co.uk"
+)
+
+// publishDaemons writes the meshnetd Service's EndpointSlices, one per node,
+// as the EndpointSlice controller (absent from the lab) would.
+func publishDaemons(t testing.TB, lab *labnet.Lab, nodes ...*labnet.Node) {
+	t.Helper()
+	lab.Namespace(daemonNS)
+	for _, n := range nodes {
+		setDaemonReady(t, lab, n, true)
+	}
+}
+
+// setDaemonReady creates or updates node n's endpoint of the meshnetd Service.
+func setDaemonReady(t testing.TB, lab *labnet.Lab, n *labnet.Node, ready bool) {
+	t.Helper()
+	ctx := context.Background()
+	s := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: daemonNS, Name: "meshnetd-" + n.Name}}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		err := lab.Client.Get(ctx, client.ObjectKeyFromObject(s), s)
+		create := err != nil
+		s.Labels = map[string]string{discoveryv1.LabelServiceName: "meshnetd"}
+		s.AddressType = discoveryv1.AddressTypeIPv4
+		s.Endpoints = []discoveryv1.Endpoint{{
+			Addresses:  []string{n.IP.String()},
+			NodeName:   ptr.To(n.Name),
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(ready)},
+		}}
+		s.Ports = []discoveryv1.EndpointPort{{Name: ptr.To("grpc"), Port: ptr.To[int32](labnet.GRPCPort), Protocol: ptr.To(corev1.ProtocolTCP)}}
+		if create {
+			return lab.Client.Create(ctx, s)
+		}
+		return lab.Client.Update(ctx, s)
+	})
+	if err != nil {
+		t.Fatalf("endpointslice of %s: %v", n.Name, err)
+	}
+}
+
+// controllerProc is one meshnet-controller replica.
+type controllerProc struct {
+	cmd    *exec.Cmd
+	log    string
+	exited chan struct{}
+	once   sync.Once
+}
+
+// startController runs the real meshnet-controller binary in node n's
+// network namespace, where the API server (forwarded by labnet) and every
+// node's meshnetd are reachable. It talks to meshnetd with the lab's daemon
+// token, whose service account may patch topologies everywhere.
+func startController(t testing.TB, lab *labnet.Lab, n *labnet.Node, name string) *controllerProc {
+	t.Helper()
+	p := &controllerProc{log: filepath.Join(t.TempDir(), name+".log"), exited: make(chan struct{})}
+	logf, err := os.Create(p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = exec.Command("nsenter", "--net="+n.Netns, "--", bins.Controller,
+		"--kubeconfig", filepath.Join(n.Dir, "kubeconfig"), "--token-file", lab.TokenFile(),
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--resync", "10s")
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start meshnet-controller: %v", err)
+	}
+	logf.Close()
+	go func() { _ = p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		p.signal(syscall.SIGTERM)
+		if t.Failed() || os.Getenv("LABNET_LOGS") != "" {
+			t.Logf("meshnet-controller %s log:\n%s", name, tail(p.Log()))
+		}
+	})
+	return p
+}
+
+func (p *controllerProc) Log() string { data, _ := os.ReadFile(p.log); return string(data) }
+
+func (p *controllerProc) signal(sig syscall.Signal) {
+	p.once.Do(func() {
+		_ = p.cmd.Process.Signal(sig)
+		select {
+		case <-p.exited:
+		case <-time.After(20 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+	})
+}
+
+func tail(s string) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > 60 {
+		lines = lines[len(lines)-60:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func link(uid int, peer, local, peerIntf, localIP, peerIP string) v1beta1.Link {
+	return v1beta1.Link{UID: uid, PeerPod: peer, LocalIntf: local, PeerIntf: peerIntf, LocalIP: localIP, PeerIP: peerIP}
+}
+
+func topology(t testing.TB, lab *labnet.Lab, name string, ls ...v1beta1.Link) {
+	t.Helper()
+	topo := &v1beta1.Topology{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: name}, Spec: v1beta1.TopologySpec{Links: ls}}
+	if err := lab.Client.Create(context.Background(), topo); err != nil {
+		t.Fatalf("create Topology lab/%s: %v", name, err)
+	}
+}
+
+func cni(t testing.TB, p *labnet.Pod, cmd string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := p.CNI(ctx, cmd); err != nil {
+		t.Fatalf("CNI %s %s/%s: %v\n%s", cmd, p.Namespace, p.Name, err, tail(p.Node.Log()))
+	}
+}
+
+// edit changes a Topology's spec, retrying on conflicts with the
+// controller's status writes.
+func edit(t testing.TB, lab *labnet.Lab, name string, change func(*v1beta1.Topology)) error {
+	t.Helper()
+	topo := &v1beta1.Topology{}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := lab.Client.Get(context.Background(), client.ObjectKey{Namespace: "lab", Name: name}, topo); err != nil {
+			return err
+		}
+		change(topo)
+		return lab.Client.Update(context.Background(), topo)
+	})
+}
+
+func mustEdit(t testing.TB, lab *labnet.Lab, name string, change func(*v1beta1.Topology)) {
+	t.Helper()
+	if err := edit(t, lab, name, change); err != nil {
+		t.Fatalf("edit Topology lab/%s: %v", name, err)
+	}
+}
+
+func get(t testing.TB, lab *labnet.Lab, name string) *v1beta1.Topology {
+	t.Helper()
+	topo := &v1beta1.Topology{}
+	if err := lab.Client.Get(context.Background(), client.ObjectKey{Namespace: "lab", Name: name}, topo); err != nil {
+		t.Fatal(err)
+	}
+	return topo
+}
+
+func waitStatus(t testing.TB, lab *labnet.Lab, name string, within time.Duration, ok func(*v1beta1.Topology) bool) *v1beta1.Topology {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		topo := get(t, lab, name)
+		if ok(topo) {
+			return topo
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Topology lab/%s status never as expected within %v: %+v", name, within, topo.Status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func condition(st *v1beta1.TopologyStatus, typ string) *metav1.Condition {
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == typ {
+			return &st.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// converged is true when the status describes the current generation and
+// says Ready.
+func converged(topo *v1beta1.Topology) bool {
+	c := condition(&topo.Status, v1beta1.ConditionReady)
+	return topo.Status.ObservedGeneration == topo.Generation && c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == topo.Generation
+}
+
+func linkStatus(topo *v1beta1.Topology, intf string) *v1beta1.LinkStatus {
+	for i := range topo.Status.Links {
+		if topo.Status.Links[i].LocalIntf == intf {
+			return &topo.Status.Links[i]
+		}
+	}
+	return nil
+}
+
+func readState(t testing.TB, nsPath, intf string) links.State {
+	t.Helper()
+	n, err := links.OpenNetns(nsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	s, err := links.ReadState(n, intf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// waitKernel polls an interface until ok holds.
+func waitKernel(t testing.TB, nsPath, intf string, within time.Duration, ok func(links.State) bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		s := readState(t, nsPath, intf)
+		if ok(s) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s in %s never as expected within %v: %+v", intf, nsPath, within, s)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func pings(p *labnet.Pod, ip string, tries int) error {
+	var (
+		out string
+		err error
+	)
+	for range tries {
+		if out, err = p.Run("ping", "-c", "1", "-W", "1", ip); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("ping %s from %s: %v\n%s", ip, p.Name, err, out)
+}
+
+func down(s links.State) bool { return !s.AdminUp }
+func up(s links.State) bool   { return s.AdminUp && s.Carrier }
+
+// pair is r1 and r2 on node a joined by a veth (10.0.1.0/30), r1 and r3 on
+// node b by a VXLAN (10.0.2.0/30), all wired, with one controller running.
+type pair struct {
+	lab        *labnet.Lab
+	a, b       *labnet.Node
+	r1, r2, r3 *labnet.Pod
+	ctrl       *controllerProc
+}
+
+func newPair(t testing.TB) *pair {
+	t.Helper()
+	lab := labnet.New(t, bins)
+	p := &pair{lab: lab, a: lab.AddNode("node-a", "ens3"), b: lab.AddNode("node-b", "enp0s8")}
+	publishDaemons(t, lab, p.a, p.b)
+	lab.Namespace("lab")
+	topology(t, lab, "r1",
+		link(1, "r2", "eth1", "eth1", "10.0.1.1/30", "10.0.1.2/30"),
+		link(2, "r3", "eth2", "eth1", "10.0.2.1/30", "10.0.2.2/30"))
+	topology(t, lab, "r2", link(1, "r1", "eth1", "eth1", "10.0.1.2/30", "10.0.1.1/30"))
+	topology(t, lab, "r3", link(2, "r1", "eth1", "eth2", "10.0.2.2/30", "10.0.2.1/30"))
+	p.r1, p.r2, p.r3 = lab.AddPod(p.a, "lab", "r1"), lab.AddPod(p.a, "lab", "r2"), lab.AddPod(p.b, "lab", "r3")
+	cni(t, p.r1, "ADD")
+	cni(t, p.r2, "ADD")
+	cni(t, p.r3, "ADD")
+	p.ctrl = startController(t, lab, p.a, "controller")
+	waitStatus(t, lab, "r1", 60*time.Second, converged)
+	return p
+}
+
+func setState(s *v1beta1.LinkState, intf string) func(*v1beta1.Topology) {
+	return func(topo *v1beta1.Topology) {
+		for i := range topo.Spec.Links {
+			if topo.Spec.Links[i].LocalIntf == intf {
+				topo.Spec.Links[i].State = s
+			}
+		}
+	}
+}
+
+func setMTU(mtu *int32, intf string) func(*v1beta1.Topology) {
+	return func(topo *v1beta1.Topology) {
+		for i := range topo.Spec.Links {
+			if topo.Spec.Links[i].LocalIntf == intf {
+				topo.Spec.Links[i].MTU = mtu
+			}
+		}
+	}
+}
+
