@@ -315,4 +315,3 @@ func setMTU(mtu *int32, intf string) func(*v1beta1.Topology) {
 		}
 	}
 }
-
