@@ -65,7 +65,7 @@ type Options struct {
 	// starts one from Assets, the directory holding kube-apiserver and etcd.
 	ControlPlane *ControlPlane
 	Assets       string
-	Binaries Binaries
+	Binaries     Binaries
 	// NetnsPrefix starts the name of every network namespace the lab makes,
 	// so that Sweep finds them after a crash.
 	NetnsPrefix string
@@ -89,11 +89,11 @@ type Lab struct {
 	nodeKubeconfig string // API server at 127.0.0.1:apiPort, for node namespaces
 	tokenFile      string // meshnetd's service-account token
 
-	mu     sync.Mutex
-	undo   []func() error
-	nodes  []*Node
-	used   map[netip.Addr]bool // node-network addresses handed out
-	seq    int                 // fabric interfaces made
+	mu    sync.Mutex
+	undo  []func() error
+	nodes []*Node
+	used  map[netip.Addr]bool // node-network addresses handed out
+	seq   int                 // fabric interfaces made
 }
 
 // New starts a control plane and the node network. On error, what was
