@@ -1,17 +1,34 @@
-# meshnet: `make build`, `make test` (every tier), `make check` (format, vet, generated code).
+# meshnet: `make lab` (the whole stack on this machine), `make build`,
+# `make test` (every tier), `make check` (format, vet, generated code).
 SHELL := /usr/bin/env bash
 GO ?= go
 BIN ?= bin
 CMDS := meshnetd meshnet-controller meshnet-cni
 CONTROLLER_GEN := $(GO) tool -modfile=tools/go.mod controller-gen
 
-.PHONY: all build generate generate-crd generate-proto check test test-unit test-kernel test-vm test-cluster bench clean
+.PHONY: all build lab lab-bin lab-down generate generate-crd generate-proto check test test-unit test-kernel test-vm test-cluster bench clean
 
 all: build
 
 build:
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
+
+# The lab runs the meshnet binaries with containernetworking's loopback
+# plugin as every node's primary CNI, and grpcurl for the commands it prints.
+LAB_TOPOLOGY ?= examples/line-3/topology.yml
+LAB_FLAGS ?=
+
+lab-bin: build
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/meshnet-lab github.com/containernetworking/plugins/plugins/main/loopback
+	CGO_ENABLED=0 $(GO) build -modfile=tools/go.mod -trimpath -o $(BIN)/ github.com/fullstorydev/grpcurl/cmd/grpcurl
+
+lab: lab-bin
+	@bash hack/deps.sh
+	KUBEBUILDER_ASSETS=$$(bash hack/controlplane.sh) $(BIN)/meshnet-lab up $(LAB_FLAGS) $(LAB_TOPOLOGY)
+
+lab-down:
+	$(GO) run ./cmd/meshnet-lab down
 
 generate: generate-crd generate-proto
 

@@ -131,17 +131,23 @@ func readTopology(path string) (*topofile.File, error) {
 }
 
 // netemWorks tells whether this kernel can make netem qdiscs (nil when it
-// can), trying on the loopback of a scratch namespace.
+// can), trying on a veth of a scratch namespace.
 func netemWorks() error {
 	const probe = NetnsPrefix + "netem-probe"
 	if out, err := exec.Command("ip", "netns", "add", probe).CombinedOutput(); err != nil {
 		return fmt.Errorf("ip netns add %s: %w: %s", probe, err, out)
 	}
 	defer exec.Command("ip", "netns", "delete", probe).Run()
+	if out, err := exec.Command("ip", "-n", probe, "link", "add", "probe0", "type", "veth", "peer", "name", "probe1").CombinedOutput(); err != nil {
+		return fmt.Errorf("make a veth in %s: %w: %s", probe, err, out)
+	}
+	if out, err := exec.Command("ip", "-n", probe, "link", "set", "probe0", "up").CombinedOutput(); err != nil {
+		return fmt.Errorf("set probe0 up in %s: %w: %s", probe, err, out)
+	}
 	h, err := netns.GetFromName(probe)
 	if err != nil {
 		return err
 	}
 	defer h.Close()
-	return netem.Apply(h, "lo", netem.Spec{Delay: time.Millisecond})
+	return netem.Apply(h, "probe0", netem.Spec{Delay: time.Millisecond})
 }
