@@ -6,22 +6,17 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/lab"
 	"github.com/meshnet/meshnet/internal/labnet"
 	"github.com/meshnet/meshnet/internal/links"
 )
@@ -48,79 +43,34 @@ func publishDaemons(t testing.TB, lab *labnet.Lab, nodes ...*labnet.Node) {
 // setDaemonReady creates or updates node n's endpoint of the meshnetd Service.
 func setDaemonReady(t testing.TB, lab *labnet.Lab, n *labnet.Node, ready bool) {
 	t.Helper()
-	ctx := context.Background()
-	s := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: daemonNS, Name: "meshnetd-" + n.Name}}
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		err := lab.Client.Get(ctx, client.ObjectKeyFromObject(s), s)
-		create := err != nil
-		s.Labels = map[string]string{discoveryv1.LabelServiceName: "meshnetd"}
-		s.AddressType = discoveryv1.AddressTypeIPv4
-		s.Endpoints = []discoveryv1.Endpoint{{
-			Addresses:  []string{n.IP.String()},
-			NodeName:   ptr.To(n.Name),
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(ready)},
-		}}
-		s.Ports = []discoveryv1.EndpointPort{{Name: ptr.To("grpc"), Port: ptr.To[int32](labnet.GRPCPort), Protocol: ptr.To(corev1.ProtocolTCP)}}
-		if create {
-			return lab.Client.Create(ctx, s)
-		}
-		return lab.Client.Update(ctx, s)
-	})
-	if err != nil {
-		t.Fatalf("endpointslice of %s: %v", n.Name, err)
+	if err := n.PublishEndpoint(ready); err != nil {
+		t.Fatal(err)
 	}
 }
 
 // controllerProc is one meshnet-controller replica.
-type controllerProc struct {
-	cmd    *exec.Cmd
-	log    string
-	exited chan struct{}
-	once   sync.Once
-}
+type controllerProc struct{ *lab.Process }
 
 // startController runs the real meshnet-controller binary in node n's
-// network namespace, where the API server (forwarded by labnet) and every
-// node's meshnetd are reachable. It talks to meshnetd with the lab's daemon
-// token, whose service account may patch topologies everywhere.
-func startController(t testing.TB, lab *labnet.Lab, n *labnet.Node, name string) *controllerProc {
+// network namespace, where the API server (forwarded by the lab) and every
+// node's meshnetd are reachable.
+func startController(t testing.TB, l *labnet.Lab, n *labnet.Node, name string) *controllerProc {
 	t.Helper()
-	p := &controllerProc{log: filepath.Join(t.TempDir(), name+".log"), exited: make(chan struct{})}
-	logf, err := os.Create(p.log)
+	p, err := l.StartController(n.Node, name, "--resync", "10s")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.cmd = exec.Command("nsenter", "--net="+n.Netns, "--", bins.Controller,
-		"--kubeconfig", filepath.Join(n.Dir, "kubeconfig"), "--token-file", lab.TokenFile(),
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--resync", "10s")
-	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start meshnet-controller: %v", err)
-	}
-	logf.Close()
-	go func() { _ = p.cmd.Wait(); close(p.exited) }()
 	t.Cleanup(func() {
-		p.signal(syscall.SIGTERM)
+		p.Stop(syscall.SIGTERM, 20*time.Second)
 		if t.Failed() || os.Getenv("LABNET_LOGS") != "" {
 			t.Logf("meshnet-controller %s log:\n%s", name, tail(p.Log()))
 		}
 	})
-	return p
+	return &controllerProc{p}
 }
 
-func (p *controllerProc) Log() string { data, _ := os.ReadFile(p.log); return string(data) }
-
-func (p *controllerProc) signal(sig syscall.Signal) {
-	p.once.Do(func() {
-		_ = p.cmd.Process.Signal(sig)
-		select {
-		case <-p.exited:
-		case <-time.After(20 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-		}
-	})
-}
+// signal stops the replica with sig, killing it after 20s.
+func (p *controllerProc) signal(sig syscall.Signal) { _ = p.Stop(sig, 20*time.Second) }
 
 func tail(s string) string {
 	lines := strings.Split(s, "\n")
