@@ -9,6 +9,8 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
+
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 )
 
 // Defaults of the plugin configuration.
@@ -124,4 +126,33 @@ func parsePodArgs(args string) (namespace, name, uid string, err error) {
 			"meshnet: CNI_ARGS lacks K8S_POD_NAMESPACE or K8S_POD_NAME: meshnet wires Kubernetes pods only", "")
 	}
 	return string(a.K8S_POD_NAMESPACE), string(a.K8S_POD_NAME), string(a.K8S_POD_UID), nil
+}
+
+// validAttachments reads the attachments GC must keep. Their absence is an
+// error, not an empty list: an empty list tells meshnetd to tear down every
+// pod of the network. Runtimes that followed the spec's first spelling send
+// cni.dev/attachments instead.
+func validAttachments(stdin []byte) ([]*meshnetv1.Attachment, error) {
+	var raw struct {
+		Valid    *[]types.GCAttachment `json:"cni.dev/valid-attachments"`
+		Misspelt *[]types.GCAttachment `json:"cni.dev/attachments"`
+	}
+	if err := json.Unmarshal(stdin, &raw); err != nil {
+		return nil, types.NewError(types.ErrDecodingFailure, "meshnet: decode GC valid attachments", err.Error())
+	}
+	list := raw.Valid
+	if list == nil {
+		list = raw.Misspelt
+	}
+	if list == nil {
+		return nil, types.NewError(types.ErrInvalidNetworkConfig, "meshnet: GC without cni.dev/valid-attachments", "")
+	}
+	out := make([]*meshnetv1.Attachment, len(*list))
+	for i, a := range *list {
+		if a.ContainerID == "" {
+			return nil, types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf("meshnet: GC valid attachment %d has no containerID", i), "")
+		}
+		out[i] = &meshnetv1.Attachment{ContainerId: a.ContainerID, Ifname: a.IfName}
+	}
+	return out, nil
 }

@@ -2,6 +2,7 @@ package cniplugin
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -82,5 +83,42 @@ func TestPodArgs(t *testing.T) {
 	}
 	if _, _, _, err := parsePodArgs("K8S_POD_NAMESPACE=lab"); err == nil {
 		t.Error("args without K8S_POD_NAME accepted")
+	}
+}
+
+func TestValidAttachments(t *testing.T) {
+	for _, c := range []struct {
+		conf string
+		want []string // container ids; nil with code set
+		code uint
+	}{
+		{`{"cni.dev/valid-attachments": [{"containerID": "c1", "ifname": "eth0"}, {"containerID": "c2", "ifname": "eth0"}]}`, []string{"c1", "c2"}, 0},
+		{`{"cni.dev/valid-attachments": []}`, []string{}, 0},
+		{`{"cni.dev/attachments": [{"containerID": "c1", "ifname": "eth0"}]}`, []string{"c1"}, 0},
+		{`{}`, nil, types.ErrInvalidNetworkConfig},
+		{`{"cni.dev/valid-attachments": null}`, nil, types.ErrInvalidNetworkConfig},
+		{`{"cni.dev/valid-attachments": [{"ifname": "eth0"}]}`, nil, types.ErrInvalidNetworkConfig},
+		{`{"cni.dev/valid-attachments": "c1"}`, nil, types.ErrDecodingFailure},
+		{`{"cni.dev/valid-attachments": [{"containerID": 1}]}`, nil, types.ErrDecodingFailure},
+	} {
+		got, err := validAttachments([]byte(c.conf))
+		var cerr *types.Error
+		if c.code != 0 {
+			if !errors.As(err, &cerr) || cerr.Code != c.code {
+				t.Errorf("%s: %v, want CNI code %d", c.conf, err, c.code)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", c.conf, err)
+			continue
+		}
+		ids := make([]string, len(got))
+		for i, a := range got {
+			ids[i] = a.GetContainerId()
+		}
+		if !slices.Equal(ids, c.want) || (len(got) > 0 && got[0].GetIfname() != "eth0") {
+			t.Errorf("%s: %v, want %v", c.conf, got, c.want)
+		}
 	}
 }

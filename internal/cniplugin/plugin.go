@@ -121,12 +121,22 @@ func Status(args *skel.CmdArgs) error {
 	return nil
 }
 
-// GC (CNI 1.1) has nothing to collect in the plugin: meshnetd removes a
-// pod's links at DEL and with the pod's netns; the CNIService API has no
-// garbage-collection call for stale attachments.
+// GC (CNI 1.1) hands meshnetd the runtime's valid attachments: it tears
+// down, as DEL would, every pod it wired for this network whose sandbox is
+// not among them.
 func GC(args *skel.CmdArgs) error {
-	_, err := ParseConf(args.StdinData)
-	return err
+	c, err := ParseConf(args.StdinData)
+	if err != nil {
+		return err
+	}
+	valid, err := validAttachments(args.StdinData)
+	if err != nil {
+		return err
+	}
+	return c.call(func(ctx context.Context, cl meshnetv1.CNIServiceClient) error {
+		_, err := cl.GarbageCollect(ctx, &meshnetv1.GarbageCollectRequest{Network: c.Name, CniVersion: c.CNIVersion, ValidAttachments: valid})
+		return err
+	})
 }
 
 func podRef(cniArgs string) (*meshnetv1.PodRef, string, error) {
@@ -143,6 +153,7 @@ func (c *Conf) cniContext(args *skel.CmdArgs) *meshnetv1.CNIContext {
 		Netns:       args.Netns,
 		Ifname:      args.IfName,
 		CniVersion:  c.CNIVersion,
+		Network:     c.Name,
 	}
 }
 

@@ -21,7 +21,11 @@ type Pod struct {
 	Name        string `json:"name"`
 	ContainerID string `json:"container_id"`
 	Netns       string `json:"netns"`
-	Links       []Link `json:"links,omitempty"`
+	// Network is the CNI network configuration's name at ADD, so that GC of
+	// one network leaves another's pods alone; empty in records written
+	// before it was kept.
+	Network string `json:"network,omitempty"`
+	Links   []Link `json:"links,omitempty"`
 }
 
 // Link is one of a pod's links as it was wired.

@@ -11,7 +11,7 @@ func TestStoreSurvivesReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r1 := Pod{Namespace: "lab", Name: "r1", ContainerID: "c1", Netns: "/var/run/netns/cni-1",
+	r1 := Pod{Namespace: "lab", Name: "r1", ContainerID: "c1", Netns: "/var/run/netns/cni-1", Network: "lab",
 		Links: []Link{{UID: 1, LocalIntf: "eth1", Kind: "vxlan", PeerPod: "r2", PeerIntf: "eth1", PeerNodeIP: "192.0.2.2", VNI: 4242}}}
 	r2 := Pod{Namespace: "lab", Name: "r2", ContainerID: "c2", Netns: "/var/run/netns/cni-2"}
 	for _, p := range []Pod{r2, r1} {

@@ -3,6 +3,7 @@ package wiring
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"strings"
 	"sync"
@@ -66,8 +67,10 @@ func (s cniServer) SetupPod(ctx context.Context, req *meshnetv1.SetupPodRequest)
 	for i, l := range topo.Spec.Links {
 		recLinks[i] = podstore.Link{UID: l.UID, LocalIntf: l.LocalIntf, Kind: string(kindOf(l)), PeerPod: l.PeerPod, PeerIntf: l.PeerIntf}
 	}
+	defer w.setAdding(cni.GetContainerId())()
 	if err := w.putRecord(podstore.Pod{
-		Namespace: k.Namespace, Name: k.Name, ContainerID: cni.GetContainerId(), Netns: cni.GetNetns(), Links: recLinks,
+		Namespace: k.Namespace, Name: k.Name, ContainerID: cni.GetContainerId(), Netns: cni.GetNetns(),
+		Network: cni.GetNetwork(), Links: recLinks,
 	}); err != nil {
 		return nil, status.Errorf(codes.Internal, "pod %s: %v", k, err)
 	}
@@ -172,6 +175,18 @@ func (s cniServer) TeardownPod(ctx context.Context, req *meshnetv1.TeardownPodRe
 		log.Info("DEL of an old sandbox: the pod's current links are left alone", "current_container_id", rec.ContainerID)
 		return &meshnetv1.TeardownPodResponse{}, nil
 	}
+	removed, err := w.teardown(ctx, rec, log)
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &meshnetv1.TeardownPodResponse{Links: removed}, nil
+}
+
+// teardown removes a recorded pod's ends and the remote ends of its VXLAN
+// links, then its record: DEL and GC both unwire a pod through it. It
+// returns the links removed.
+func (w *Wirer) teardown(ctx context.Context, rec podstore.Pod, log *slog.Logger) ([]*meshnetv1.LinkResult, error) {
+	k := rec.Key()
 	w.setDeleting(k, true)
 	defer w.setDeleting(k, false)
 
@@ -184,10 +199,10 @@ func (s cniServer) TeardownPod(ctx context.Context, req *meshnetv1.TeardownPodRe
 	} else {
 		defer ns.Close()
 	}
-	resp := &meshnetv1.TeardownPodResponse{}
 	var (
-		failed []string
-		wg     sync.WaitGroup
+		removed []*meshnetv1.LinkResult
+		failed  []string
+		wg      sync.WaitGroup
 	)
 	touched := []podstore.Key{k}
 	for _, l := range rec.Links {
@@ -207,7 +222,7 @@ func (s cniServer) TeardownPod(ctx context.Context, req *meshnetv1.TeardownPodRe
 				continue
 			}
 		}
-		resp.Links = append(resp.Links, &meshnetv1.LinkResult{
+		removed = append(removed, &meshnetv1.LinkResult{
 			Interface: l.LocalIntf, Uid: uint32(l.UID), Kind: protoKind(v1beta1.LinkKind(l.Kind)), Phase: meshnetv1.LinkPhase_LINK_PHASE_DELETED,
 		})
 		if peerLocal || (l.Kind != string(v1beta1.LinkKindVXLAN) && l.Kind != "") {
@@ -221,10 +236,10 @@ func (s cniServer) TeardownPod(ctx context.Context, req *meshnetv1.TeardownPodRe
 	}
 	wg.Wait()
 	if len(failed) > 0 {
-		return nil, status.Errorf(codes.Internal, "pod %s: %s", k, strings.Join(failed, "; "))
+		return nil, fmt.Errorf("pod %s: %s", k, strings.Join(failed, "; "))
 	}
 	if err := w.cfg.Store.Delete(k, rec.ContainerID); err != nil {
-		return nil, status.Errorf(codes.Internal, "pod %s: %v", k, err)
+		return nil, fmt.Errorf("pod %s: %w", k, err)
 	}
 	if w.cfg.Forget != nil {
 		if err := w.cfg.Forget(k); err != nil {
@@ -241,8 +256,8 @@ func (s cniServer) TeardownPod(ctx context.Context, req *meshnetv1.TeardownPodRe
 	for _, t := range touched {
 		w.status.Add(t)
 	}
-	log.Info("pod unwired", "links", len(resp.Links))
-	return resp, nil
+	log.Info("pod unwired", "links", len(removed))
+	return removed, nil
 }
 
 // deleteRemoteEnd removes the peer's end of a VXLAN link on its node.

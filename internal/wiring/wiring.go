@@ -78,7 +78,10 @@ type Wirer struct {
 
 	mu       sync.Mutex
 	deleting map[podstore.Key]bool
-	lastErr  map[linkID]string
+	// adding holds the container ids whose ADD is in flight, which GC
+	// leaves alone: the runtime may have listed its attachments before.
+	adding  map[string]bool
+	lastErr map[linkID]string
 
 	status workqueue.TypedRateLimitingInterface[podstore.Key]
 }
@@ -111,6 +114,7 @@ func New(cfg Config) (*Wirer, error) {
 		log:      cfg.Log.With("node", cfg.NodeName),
 		node:     node,
 		deleting: map[podstore.Key]bool{},
+		adding:   map[string]bool{},
 		lastErr:  map[linkID]string{},
 		status: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[podstore.Key](),
@@ -253,6 +257,25 @@ func (w *Wirer) setDeleting(k podstore.Key, on bool) {
 	} else {
 		delete(w.deleting, k)
 	}
+}
+
+// setAdding marks a sandbox's ADD in flight until the returned func is
+// called.
+func (w *Wirer) setAdding(containerID string) func() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.adding[containerID] = true
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		delete(w.adding, containerID)
+	}
+}
+
+func (w *Wirer) isAdding(containerID string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.adding[containerID]
 }
 
 // sameFile reports whether two paths name the same namespace inode.

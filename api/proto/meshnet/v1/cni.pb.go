@@ -34,7 +34,10 @@ type CNIContext struct {
 	// chain. meshnet leaves it alone; used for logs and the CNI result.
 	Ifname string `protobuf:"bytes,3,opt,name=ifname,proto3" json:"ifname,omitempty"`
 	// cniVersion of the network configuration, to shape the result.
-	CniVersion    string `protobuf:"bytes,4,opt,name=cni_version,json=cniVersion,proto3" json:"cni_version,omitempty"`
+	CniVersion string `protobuf:"bytes,4,opt,name=cni_version,json=cniVersion,proto3" json:"cni_version,omitempty"`
+	// name of the network configuration. ADD records it, so that GC of one
+	// network leaves the pods of another alone.
+	Network       string `protobuf:"bytes,5,opt,name=network,proto3" json:"network,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -93,6 +96,13 @@ func (x *CNIContext) GetIfname() string {
 func (x *CNIContext) GetCniVersion() string {
 	if x != nil {
 		return x.CniVersion
+	}
+	return ""
+}
+
+func (x *CNIContext) GetNetwork() string {
+	if x != nil {
+		return x.Network
 	}
 	return ""
 }
@@ -428,19 +438,251 @@ func (x *CheckPodResponse) GetLinks() []*LinkResult {
 	return nil
 }
 
+// Attachment is one of the runtime's attachments to a network
+// (cni.dev/valid-attachments).
+type Attachment struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The pod sandbox's container id, as CNI_CONTAINERID at ADD.
+	ContainerId string `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	// The attachment's CNI_IFNAME; meshnet matches sandboxes by container id.
+	Ifname        string `protobuf:"bytes,2,opt,name=ifname,proto3" json:"ifname,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Attachment) Reset() {
+	*x = Attachment{}
+	mi := &file_meshnet_v1_cni_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Attachment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Attachment) ProtoMessage() {}
+
+func (x *Attachment) ProtoReflect() protoreflect.Message {
+	mi := &file_meshnet_v1_cni_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Attachment.ProtoReflect.Descriptor instead.
+func (*Attachment) Descriptor() ([]byte, []int) {
+	return file_meshnet_v1_cni_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Attachment) GetContainerId() string {
+	if x != nil {
+		return x.ContainerId
+	}
+	return ""
+}
+
+func (x *Attachment) GetIfname() string {
+	if x != nil {
+		return x.Ifname
+	}
+	return ""
+}
+
+// GarbageCollectRequest is CNI GC of one network.
+type GarbageCollectRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name of the network configuration being collected.
+	Network string `protobuf:"bytes,1,opt,name=network,proto3" json:"network,omitempty"`
+	// cniVersion of the network configuration.
+	CniVersion string `protobuf:"bytes,2,opt,name=cni_version,json=cniVersion,proto3" json:"cni_version,omitempty"`
+	// Every attachment the runtime still has on the network; an empty list
+	// means none is left.
+	ValidAttachments []*Attachment `protobuf:"bytes,3,rep,name=valid_attachments,json=validAttachments,proto3" json:"valid_attachments,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *GarbageCollectRequest) Reset() {
+	*x = GarbageCollectRequest{}
+	mi := &file_meshnet_v1_cni_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GarbageCollectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GarbageCollectRequest) ProtoMessage() {}
+
+func (x *GarbageCollectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meshnet_v1_cni_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GarbageCollectRequest.ProtoReflect.Descriptor instead.
+func (*GarbageCollectRequest) Descriptor() ([]byte, []int) {
+	return file_meshnet_v1_cni_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GarbageCollectRequest) GetNetwork() string {
+	if x != nil {
+		return x.Network
+	}
+	return ""
+}
+
+func (x *GarbageCollectRequest) GetCniVersion() string {
+	if x != nil {
+		return x.CniVersion
+	}
+	return ""
+}
+
+func (x *GarbageCollectRequest) GetValidAttachments() []*Attachment {
+	if x != nil {
+		return x.ValidAttachments
+	}
+	return nil
+}
+
+// CollectedPod is a pod sandbox GC tore down.
+type CollectedPod struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The pod, by namespace and name.
+	Pod *PodRef `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
+	// The sandbox it had been wired for.
+	ContainerId string `protobuf:"bytes,2,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	// One entry per link removed, DELETED.
+	Links         []*LinkResult `protobuf:"bytes,3,rep,name=links,proto3" json:"links,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CollectedPod) Reset() {
+	*x = CollectedPod{}
+	mi := &file_meshnet_v1_cni_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CollectedPod) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CollectedPod) ProtoMessage() {}
+
+func (x *CollectedPod) ProtoReflect() protoreflect.Message {
+	mi := &file_meshnet_v1_cni_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CollectedPod.ProtoReflect.Descriptor instead.
+func (*CollectedPod) Descriptor() ([]byte, []int) {
+	return file_meshnet_v1_cni_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CollectedPod) GetPod() *PodRef {
+	if x != nil {
+		return x.Pod
+	}
+	return nil
+}
+
+func (x *CollectedPod) GetContainerId() string {
+	if x != nil {
+		return x.ContainerId
+	}
+	return ""
+}
+
+func (x *CollectedPod) GetLinks() []*LinkResult {
+	if x != nil {
+		return x.Links
+	}
+	return nil
+}
+
+// GarbageCollectResponse lists what GC removed.
+type GarbageCollectResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One entry per stale pod sandbox torn down; empty when none was stale.
+	Pods          []*CollectedPod `protobuf:"bytes,1,rep,name=pods,proto3" json:"pods,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GarbageCollectResponse) Reset() {
+	*x = GarbageCollectResponse{}
+	mi := &file_meshnet_v1_cni_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GarbageCollectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GarbageCollectResponse) ProtoMessage() {}
+
+func (x *GarbageCollectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_meshnet_v1_cni_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GarbageCollectResponse.ProtoReflect.Descriptor instead.
+func (*GarbageCollectResponse) Descriptor() ([]byte, []int) {
+	return file_meshnet_v1_cni_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *GarbageCollectResponse) GetPods() []*CollectedPod {
+	if x != nil {
+		return x.Pods
+	}
+	return nil
+}
+
 var File_meshnet_v1_cni_proto protoreflect.FileDescriptor
 
 const file_meshnet_v1_cni_proto_rawDesc = "" +
 	"\n" +
 	"\x14meshnet/v1/cni.proto\x12\n" +
-	"meshnet.v1\x1a\x16meshnet/v1/types.proto\"~\n" +
+	"meshnet.v1\x1a\x16meshnet/v1/types.proto\"\x98\x01\n" +
 	"\n" +
 	"CNIContext\x12!\n" +
 	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12\x14\n" +
 	"\x05netns\x18\x02 \x01(\tR\x05netns\x12\x16\n" +
 	"\x06ifname\x18\x03 \x01(\tR\x06ifname\x12\x1f\n" +
 	"\vcni_version\x18\x04 \x01(\tR\n" +
-	"cniVersion\"z\n" +
+	"cniVersion\x12\x18\n" +
+	"\anetwork\x18\x05 \x01(\tR\anetwork\"z\n" +
 	"\x0fSetupPodRequest\x12(\n" +
 	"\x03cni\x18\x01 \x01(\v2\x16.meshnet.v1.CNIContextR\x03cni\x12$\n" +
 	"\x03pod\x18\x02 \x01(\v2\x12.meshnet.v1.PodRefR\x03pod\x12\x17\n" +
@@ -458,12 +700,28 @@ const file_meshnet_v1_cni_proto_rawDesc = "" +
 	"\x03pod\x18\x02 \x01(\v2\x12.meshnet.v1.PodRefR\x03pod\x12\x17\n" +
 	"\apod_uid\x18\x03 \x01(\tR\x06podUid\"@\n" +
 	"\x10CheckPodResponse\x12,\n" +
-	"\x05links\x18\x01 \x03(\v2\x16.meshnet.v1.LinkResultR\x05links2\xea\x01\n" +
+	"\x05links\x18\x01 \x03(\v2\x16.meshnet.v1.LinkResultR\x05links\"G\n" +
+	"\n" +
+	"Attachment\x12!\n" +
+	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12\x16\n" +
+	"\x06ifname\x18\x02 \x01(\tR\x06ifname\"\x97\x01\n" +
+	"\x15GarbageCollectRequest\x12\x18\n" +
+	"\anetwork\x18\x01 \x01(\tR\anetwork\x12\x1f\n" +
+	"\vcni_version\x18\x02 \x01(\tR\n" +
+	"cniVersion\x12C\n" +
+	"\x11valid_attachments\x18\x03 \x03(\v2\x16.meshnet.v1.AttachmentR\x10validAttachments\"\x85\x01\n" +
+	"\fCollectedPod\x12$\n" +
+	"\x03pod\x18\x01 \x01(\v2\x12.meshnet.v1.PodRefR\x03pod\x12!\n" +
+	"\fcontainer_id\x18\x02 \x01(\tR\vcontainerId\x12,\n" +
+	"\x05links\x18\x03 \x03(\v2\x16.meshnet.v1.LinkResultR\x05links\"F\n" +
+	"\x16GarbageCollectResponse\x12,\n" +
+	"\x04pods\x18\x01 \x03(\v2\x18.meshnet.v1.CollectedPodR\x04pods2\xc3\x02\n" +
 	"\n" +
 	"CNIService\x12E\n" +
 	"\bSetupPod\x12\x1b.meshnet.v1.SetupPodRequest\x1a\x1c.meshnet.v1.SetupPodResponse\x12N\n" +
 	"\vTeardownPod\x12\x1e.meshnet.v1.TeardownPodRequest\x1a\x1f.meshnet.v1.TeardownPodResponse\x12E\n" +
-	"\bCheckPod\x12\x1b.meshnet.v1.CheckPodRequest\x1a\x1c.meshnet.v1.CheckPodResponseB;Z9github.com/meshnet/meshnet/api/proto/meshnet/v1;meshnetv1b\x06proto3"
+	"\bCheckPod\x12\x1b.meshnet.v1.CheckPodRequest\x1a\x1c.meshnet.v1.CheckPodResponse\x12W\n" +
+	"\x0eGarbageCollect\x12!.meshnet.v1.GarbageCollectRequest\x1a\".meshnet.v1.GarbageCollectResponseB;Z9github.com/meshnet/meshnet/api/proto/meshnet/v1;meshnetv1b\x06proto3"
 
 var (
 	file_meshnet_v1_cni_proto_rawDescOnce sync.Once
@@ -477,39 +735,49 @@ func file_meshnet_v1_cni_proto_rawDescGZIP() []byte {
 	return file_meshnet_v1_cni_proto_rawDescData
 }
 
-var file_meshnet_v1_cni_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_meshnet_v1_cni_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_meshnet_v1_cni_proto_goTypes = []any{
-	(*CNIContext)(nil),          // 0: meshnet.v1.CNIContext
-	(*SetupPodRequest)(nil),     // 1: meshnet.v1.SetupPodRequest
-	(*SetupPodResponse)(nil),    // 2: meshnet.v1.SetupPodResponse
-	(*TeardownPodRequest)(nil),  // 3: meshnet.v1.TeardownPodRequest
-	(*TeardownPodResponse)(nil), // 4: meshnet.v1.TeardownPodResponse
-	(*CheckPodRequest)(nil),     // 5: meshnet.v1.CheckPodRequest
-	(*CheckPodResponse)(nil),    // 6: meshnet.v1.CheckPodResponse
-	(*PodRef)(nil),              // 7: meshnet.v1.PodRef
-	(*LinkResult)(nil),          // 8: meshnet.v1.LinkResult
+	(*CNIContext)(nil),             // 0: meshnet.v1.CNIContext
+	(*SetupPodRequest)(nil),        // 1: meshnet.v1.SetupPodRequest
+	(*SetupPodResponse)(nil),       // 2: meshnet.v1.SetupPodResponse
+	(*TeardownPodRequest)(nil),     // 3: meshnet.v1.TeardownPodRequest
+	(*TeardownPodResponse)(nil),    // 4: meshnet.v1.TeardownPodResponse
+	(*CheckPodRequest)(nil),        // 5: meshnet.v1.CheckPodRequest
+	(*CheckPodResponse)(nil),       // 6: meshnet.v1.CheckPodResponse
+	(*Attachment)(nil),             // 7: meshnet.v1.Attachment
+	(*GarbageCollectRequest)(nil),  // 8: meshnet.v1.GarbageCollectRequest
+	(*CollectedPod)(nil),           // 9: meshnet.v1.CollectedPod
+	(*GarbageCollectResponse)(nil), // 10: meshnet.v1.GarbageCollectResponse
+	(*PodRef)(nil),                 // 11: meshnet.v1.PodRef
+	(*LinkResult)(nil),             // 12: meshnet.v1.LinkResult
 }
 var file_meshnet_v1_cni_proto_depIdxs = []int32{
 	0,  // 0: meshnet.v1.SetupPodRequest.cni:type_name -> meshnet.v1.CNIContext
-	7,  // 1: meshnet.v1.SetupPodRequest.pod:type_name -> meshnet.v1.PodRef
-	8,  // 2: meshnet.v1.SetupPodResponse.links:type_name -> meshnet.v1.LinkResult
+	11, // 1: meshnet.v1.SetupPodRequest.pod:type_name -> meshnet.v1.PodRef
+	12, // 2: meshnet.v1.SetupPodResponse.links:type_name -> meshnet.v1.LinkResult
 	0,  // 3: meshnet.v1.TeardownPodRequest.cni:type_name -> meshnet.v1.CNIContext
-	7,  // 4: meshnet.v1.TeardownPodRequest.pod:type_name -> meshnet.v1.PodRef
-	8,  // 5: meshnet.v1.TeardownPodResponse.links:type_name -> meshnet.v1.LinkResult
+	11, // 4: meshnet.v1.TeardownPodRequest.pod:type_name -> meshnet.v1.PodRef
+	12, // 5: meshnet.v1.TeardownPodResponse.links:type_name -> meshnet.v1.LinkResult
 	0,  // 6: meshnet.v1.CheckPodRequest.cni:type_name -> meshnet.v1.CNIContext
-	7,  // 7: meshnet.v1.CheckPodRequest.pod:type_name -> meshnet.v1.PodRef
-	8,  // 8: meshnet.v1.CheckPodResponse.links:type_name -> meshnet.v1.LinkResult
-	1,  // 9: meshnet.v1.CNIService.SetupPod:input_type -> meshnet.v1.SetupPodRequest
-	3,  // 10: meshnet.v1.CNIService.TeardownPod:input_type -> meshnet.v1.TeardownPodRequest
-	5,  // 11: meshnet.v1.CNIService.CheckPod:input_type -> meshnet.v1.CheckPodRequest
-	2,  // 12: meshnet.v1.CNIService.SetupPod:output_type -> meshnet.v1.SetupPodResponse
-	4,  // 13: meshnet.v1.CNIService.TeardownPod:output_type -> meshnet.v1.TeardownPodResponse
-	6,  // 14: meshnet.v1.CNIService.CheckPod:output_type -> meshnet.v1.CheckPodResponse
-	12, // [12:15] is the sub-list for method output_type
-	9,  // [9:12] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	11, // 7: meshnet.v1.CheckPodRequest.pod:type_name -> meshnet.v1.PodRef
+	12, // 8: meshnet.v1.CheckPodResponse.links:type_name -> meshnet.v1.LinkResult
+	7,  // 9: meshnet.v1.GarbageCollectRequest.valid_attachments:type_name -> meshnet.v1.Attachment
+	11, // 10: meshnet.v1.CollectedPod.pod:type_name -> meshnet.v1.PodRef
+	12, // 11: meshnet.v1.CollectedPod.links:type_name -> meshnet.v1.LinkResult
+	9,  // 12: meshnet.v1.GarbageCollectResponse.pods:type_name -> meshnet.v1.CollectedPod
+	1,  // 13: meshnet.v1.CNIService.SetupPod:input_type -> meshnet.v1.SetupPodRequest
+	3,  // 14: meshnet.v1.CNIService.TeardownPod:input_type -> meshnet.v1.TeardownPodRequest
+	5,  // 15: meshnet.v1.CNIService.CheckPod:input_type -> meshnet.v1.CheckPodRequest
+	8,  // 16: meshnet.v1.CNIService.GarbageCollect:input_type -> meshnet.v1.GarbageCollectRequest
+	2,  // 17: meshnet.v1.CNIService.SetupPod:output_type -> meshnet.v1.SetupPodResponse
+	4,  // 18: meshnet.v1.CNIService.TeardownPod:output_type -> meshnet.v1.TeardownPodResponse
+	6,  // 19: meshnet.v1.CNIService.CheckPod:output_type -> meshnet.v1.CheckPodResponse
+	10, // 20: meshnet.v1.CNIService.GarbageCollect:output_type -> meshnet.v1.GarbageCollectResponse
+	17, // [17:21] is the sub-list for method output_type
+	13, // [13:17] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_meshnet_v1_cni_proto_init() }
@@ -524,7 +792,7 @@ func file_meshnet_v1_cni_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshnet_v1_cni_proto_rawDesc), len(file_meshnet_v1_cni_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

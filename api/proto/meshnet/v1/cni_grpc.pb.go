@@ -19,9 +19,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	CNIService_SetupPod_FullMethodName    = "/meshnet.v1.CNIService/SetupPod"
-	CNIService_TeardownPod_FullMethodName = "/meshnet.v1.CNIService/TeardownPod"
-	CNIService_CheckPod_FullMethodName    = "/meshnet.v1.CNIService/CheckPod"
+	CNIService_SetupPod_FullMethodName       = "/meshnet.v1.CNIService/SetupPod"
+	CNIService_TeardownPod_FullMethodName    = "/meshnet.v1.CNIService/TeardownPod"
+	CNIService_CheckPod_FullMethodName       = "/meshnet.v1.CNIService/CheckPod"
+	CNIService_GarbageCollect_FullMethodName = "/meshnet.v1.CNIService/GarbageCollect"
 )
 
 // CNIServiceClient is the client API for CNIService service.
@@ -49,6 +50,11 @@ type CNIServiceClient interface {
 	// CheckPod (CNI CHECK) fails with FAILED_PRECONDITION when a link that
 	// should exist is missing or differs from its desired wiring.
 	CheckPod(ctx context.Context, in *CheckPodRequest, opts ...grpc.CallOption) (*CheckPodResponse, error)
+	// GarbageCollect (CNI GC) tears down, as TeardownPod does, every pod this
+	// node wired for the network whose sandbox is not among the runtime's
+	// valid attachments. It goes on past a pod it cannot tear down and then
+	// fails with INTERNAL naming each such pod; a second call is a no-op.
+	GarbageCollect(ctx context.Context, in *GarbageCollectRequest, opts ...grpc.CallOption) (*GarbageCollectResponse, error)
 }
 
 type cNIServiceClient struct {
@@ -89,6 +95,16 @@ func (c *cNIServiceClient) CheckPod(ctx context.Context, in *CheckPodRequest, op
 	return out, nil
 }
 
+func (c *cNIServiceClient) GarbageCollect(ctx context.Context, in *GarbageCollectRequest, opts ...grpc.CallOption) (*GarbageCollectResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GarbageCollectResponse)
+	err := c.cc.Invoke(ctx, CNIService_GarbageCollect_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CNIServiceServer is the server API for CNIService service.
 // All implementations must embed UnimplementedCNIServiceServer
 // for forward compatibility.
@@ -114,6 +130,11 @@ type CNIServiceServer interface {
 	// CheckPod (CNI CHECK) fails with FAILED_PRECONDITION when a link that
 	// should exist is missing or differs from its desired wiring.
 	CheckPod(context.Context, *CheckPodRequest) (*CheckPodResponse, error)
+	// GarbageCollect (CNI GC) tears down, as TeardownPod does, every pod this
+	// node wired for the network whose sandbox is not among the runtime's
+	// valid attachments. It goes on past a pod it cannot tear down and then
+	// fails with INTERNAL naming each such pod; a second call is a no-op.
+	GarbageCollect(context.Context, *GarbageCollectRequest) (*GarbageCollectResponse, error)
 	mustEmbedUnimplementedCNIServiceServer()
 }
 
@@ -132,6 +153,9 @@ func (UnimplementedCNIServiceServer) TeardownPod(context.Context, *TeardownPodRe
 }
 func (UnimplementedCNIServiceServer) CheckPod(context.Context, *CheckPodRequest) (*CheckPodResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CheckPod not implemented")
+}
+func (UnimplementedCNIServiceServer) GarbageCollect(context.Context, *GarbageCollectRequest) (*GarbageCollectResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GarbageCollect not implemented")
 }
 func (UnimplementedCNIServiceServer) mustEmbedUnimplementedCNIServiceServer() {}
 func (UnimplementedCNIServiceServer) testEmbeddedByValue()                    {}
@@ -208,6 +232,24 @@ func _CNIService_CheckPod_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CNIService_GarbageCollect_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GarbageCollectRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CNIServiceServer).GarbageCollect(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CNIService_GarbageCollect_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CNIServiceServer).GarbageCollect(ctx, req.(*GarbageCollectRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // CNIService_ServiceDesc is the grpc.ServiceDesc for CNIService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -226,6 +268,10 @@ var CNIService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CheckPod",
 			Handler:    _CNIService_CheckPod_Handler,
+		},
+		{
+			MethodName: "GarbageCollect",
+			Handler:    _CNIService_GarbageCollect_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
