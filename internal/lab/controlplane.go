@@ -30,6 +30,9 @@ type ControlPlane struct {
 // StartControlPlane starts kube-apiserver and etcd from the binaries in
 // assets (hack/controlplane.sh builds them) and installs the CRDs.
 func StartControlPlane(assets string) (*ControlPlane, error) {
+	if assets == "" {
+		return nil, errors.New("no directory of kube-apiserver and etcd given (KUBEBUILDER_ASSETS; hack/controlplane.sh builds them and prints it)")
+	}
 	for _, bin := range []string{"kube-apiserver", "etcd"} {
 		if _, err := os.Stat(filepath.Join(assets, bin)); err != nil {
 			return nil, fmt.Errorf("control plane binary %s (build it with hack/controlplane.sh): %w", bin, err)
