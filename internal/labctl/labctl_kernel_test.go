@@ -71,7 +71,7 @@ func TestKernelLabUpRunsItsGuideAndDownLeavesNothing(t *testing.T) {
 		case strings.HasPrefix(cmd, "kubectl edit"), !strings.HasPrefix(line, "  "), !isCommand(cmd):
 			continue
 		}
-		c := exec.Command("sh", "-c", "set -o pipefail 2>/dev/null; "+cmd)
+		c := exec.Command("bash", "-o", "pipefail", "-c", cmd)
 		c.Env = append(os.Environ(), env...)
 		out, err := c.CombinedOutput()
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -53,8 +54,10 @@ type Config struct {
 	// Remote sets the far end of VXLAN links; nil makes state changes of
 	// VXLAN links fail with FailedPrecondition rather than half-happen.
 	Remote RemoteEnds
-	// Node is this node's name, reported in LinkStatus.node.
-	Node string
+	// Node is this node's name, reported in LinkStatus.node; NodeIP its
+	// address, the local VTEP of its VXLAN links.
+	Node   string
+	NodeIP netip.Addr
 	// Log receives a record per change; nil discards them.
 	Log *slog.Logger
 }
@@ -67,6 +70,7 @@ type Server struct {
 	locks  *linklock.Locks
 	remote RemoteEnds
 	node   string
+	nodeIP netip.Addr
 	log    *slog.Logger
 }
 
@@ -83,7 +87,7 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{pods: cfg.Pods, states: states, locks: cfg.Locks, remote: cfg.Remote, node: cfg.Node, log: log}, nil
+	return &Server{pods: cfg.Pods, states: states, locks: cfg.Locks, remote: cfg.Remote, node: cfg.Node, nodeIP: cfg.NodeIP, log: log}, nil
 }
 
 // lookup finds a pod this node hosts.
@@ -584,9 +588,21 @@ func (s *Server) baseStatus(p podstore.Pod, l podstore.Link) *meshnetv1.LinkStat
 		Peer:      peerOf(p, l),
 	}
 	if l.Kind == "vxlan" || l.Kind == "phy" {
-		ls.Vxlan = &meshnetv1.Vxlan{Vni: l.VNI, RemoteVtep: l.PeerNodeIP}
+		port := uint32(links.DefaultVXLANPort)
+		if l.UDPPort != 0 {
+			port = uint32(l.UDPPort)
+		}
+		ls.Vxlan = &meshnetv1.Vxlan{Vni: l.VNI, LocalVtep: s.localVTEP(), RemoteVtep: l.PeerNodeIP, UdpPort: port}
 	}
 	return ls
+}
+
+// localVTEP is this node's address, empty when the server was not told it.
+func (s *Server) localVTEP() string {
+	if !s.nodeIP.IsValid() {
+		return ""
+	}
+	return s.nodeIP.String()
 }
 
 func peerOf(p podstore.Pod, l podstore.Link) *meshnetv1.Peer {

@@ -38,6 +38,8 @@ type Link struct {
 	// PeerNodeIP is the VTEP of the peer's node for a cross-node VXLAN link.
 	PeerNodeIP string `json:"peer_node_ip,omitempty"`
 	VNI        uint32 `json:"vni,omitempty"`
+	// UDPPort is a physical peer's VXLAN port; 0 means links.DefaultVXLANPort.
+	UDPPort uint16 `json:"udp_port,omitempty"`
 }
 
 // Key names a pod.

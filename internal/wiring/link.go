@@ -137,7 +137,7 @@ func (w *Wirer) wireLink(ctx context.Context, p pod, l v1beta1.Link) (wired, err
 		if err != nil {
 			return wired{}, fmt.Errorf("link %d: %w", l.UID, err)
 		}
-		rec.VNI, rec.PeerNodeIP = uint32(o.VNI), remote.String()
+		rec.VNI, rec.PeerNodeIP, rec.UDPPort = uint32(o.VNI), remote.String(), x.Port
 		log.Info("physical peer wired", "result", r, "vni", o.VNI, "remote_vtep", remote)
 		res.Kind, res.Phase = protoKind(kind), meshnetv1.LinkPhase_LINK_PHASE_READY
 		w.applyNetem(p, l)
