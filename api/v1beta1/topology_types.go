@@ -349,3 +349,29 @@ const (
 	ConditionReady    = "Ready"
 	ConditionDegraded = "Degraded"
 )
+
+// Link returns the spec's link uid, nil when t is nil or has none.
+func (t *Topology) Link(uid int) *Link {
+	if t == nil {
+		return nil
+	}
+	for i := range t.Spec.Links {
+		if t.Spec.Links[i].UID == uid {
+			return &t.Spec.Links[i]
+		}
+	}
+	return nil
+}
+
+// LinkStatus returns the status of link uid, nil when t is nil or has none.
+func (t *Topology) LinkStatus(uid int) *LinkStatus {
+	if t == nil {
+		return nil
+	}
+	for i := range t.Status.Links {
+		if t.Status.Links[i].UID == uid {
+			return &t.Status.Links[i]
+		}
+	}
+	return nil
+}

@@ -219,19 +219,6 @@ func (b *builder) other(id, title, subtitle, kind, vtep string) *nodeAcc {
 	return n
 }
 
-// statusOf returns the status of the link uid in t, if any.
-func statusOf(t *v1beta1.Topology, uid int) *v1beta1.LinkStatus {
-	if t == nil {
-		return nil
-	}
-	for i := range t.Status.Links {
-		if t.Status.Links[i].UID == uid {
-			return &t.Status.Links[i]
-		}
-	}
-	return nil
-}
-
 func specOf(t *v1beta1.Topology, uid int) *v1beta1.Link {
 	if t == nil {
 		return nil
@@ -315,7 +302,7 @@ func (b *builder) edge(t *v1beta1.Topology, l *v1beta1.Link) *meshnetv1.GraphEdg
 // end gathers what is known of pod's interface intf, link uid; t is the
 // pod's Topology, nil when it has none.
 func (b *builder) end(pod string, t *v1beta1.Topology, intf string, uid int) end {
-	e := end{pod: pod, intf: intf, status: statusOf(t, uid)}
+	e := end{pod: pod, intf: intf, status: t.LinkStatus(uid)}
 	if p := b.g.Pods[pod]; p != nil {
 		e.present = p.DeletionTimestamp == nil
 		e.node = p.Spec.NodeName

@@ -73,19 +73,6 @@ func end(ns *links.Netns, name, ip string, mtu *int32, state *v1beta1.LinkState)
 	return e, nil
 }
 
-// findLink returns the link uid of a Topology, nil when it has none.
-func findLink(t *v1beta1.Topology, uid int) *v1beta1.Link {
-	if t == nil {
-		return nil
-	}
-	for i := range t.Spec.Links {
-		if t.Spec.Links[i].UID == uid {
-			return &t.Spec.Links[i]
-		}
-	}
-	return nil
-}
-
 // endKey is the lock of a link end.
 func endKey(k podstore.Key, intf string) linklock.Key {
 	return linklock.Key{Namespace: k.Namespace, Pod: k.Name, Interface: intf}
@@ -220,7 +207,7 @@ func (w *Wirer) wireVeth(ctx context.Context, p pod, l v1beta1.Link, self links.
 	res.Peer = protoPeer(p.key.Namespace, l, w.cfg.NodeName)
 
 	peerIP, peerMTU, peerState := l.PeerIP, l.MTU, (*v1beta1.LinkState)(nil)
-	if pl := findLink(w.cachedTopology(ctx, peerKey), l.UID); pl != nil && pl.PeerPod == p.key.Name {
+	if pl := w.cachedTopology(ctx, peerKey).Link(l.UID); pl != nil && pl.PeerPod == p.key.Name {
 		if pl.LocalIP != "" {
 			peerIP = pl.LocalIP
 		}
@@ -256,7 +243,7 @@ func (w *Wirer) wireVeth(ctx context.Context, p pod, l v1beta1.Link, self links.
 	res.Phase = meshnetv1.LinkPhase_LINK_PHASE_READY
 	w.applyNetem(p, l)
 	if pt := w.cachedTopology(ctx, peerKey); pt != nil {
-		if pl := findLink(pt, l.UID); pl != nil {
+		if pl := pt.Link(l.UID); pl != nil {
 			w.applyNetem(pod{key: peerKey, ns: peerNS, topo: pt}, *pl)
 		}
 	}

@@ -43,7 +43,7 @@ func (s peerServer) CreateRemoteEnd(ctx context.Context, req *meshnetv1.CreateRe
 		return nil, status.Errorf(codes.Unavailable, "pod %s: %v", k, err)
 	}
 	uid := int(req.GetEnd().GetUid())
-	l := findLink(topo, uid)
+	l := topo.Link(uid)
 	if l == nil || l.LocalIntf != req.GetEnd().GetInterface() || l.PeerPod != peer.GetName() || l.LinkOptions != nil {
 		return nil, status.Errorf(codes.NotFound, "Topology %s has no link %d on %s to pod %s", k, uid, req.GetEnd().GetInterface(), peer.GetName())
 	}
