@@ -3,7 +3,8 @@
 # linux-image-cloud-amd64 (a stock distro kernel, which has sch_netem as a
 # module, unlike the host's), unpacked without installing it, cached by
 # package version under $MESHNET_CACHE/vm/kernel/. Keeps vmlinuz and the
-# modules the tests need, in load order, and prints the cache directory:
+# modules the tests need, in load order, and prints the cache directory
+# (keyed by the package version and the module list):
 #
 #   <dir>/vmlinuz
 #   <dir>/release         kernel release (uname -r inside the VM)
@@ -15,11 +16,15 @@ cache=${MESHNET_CACHE:-/var/cache/meshnet}
 meta=linux-image-cloud-amd64
 
 # Modules the tiers need; their dependencies (udp_tunnel, ip6_udp_tunnel,
-# stp, llc, ...) are added from modinfo. Built-in ones are skipped.
+# stp, llc, ...) are added from modinfo. Built-in ones are skipped. The
+# disk (kube-apiserver, etcd, kubectl: too big for the initramfs) needs
+# virtio_pci, the transport that modinfo does not list as virtio_blk's
+# dependency, and ext4 (built into Debian's cloud kernels).
 wanted=(
 	sch_netem veth vxlan macvlan ifb dummy bridge
 	sch_tbf sch_htb sch_fq sch_prio sch_ingress
 	cls_u32 cls_bpf cls_matchall cls_flower act_mirred act_gact
+	virtio_pci virtio_blk ext4
 )
 
 # The meta-package depends on the versioned image package at an exact
@@ -38,7 +43,9 @@ if [ -z "$resolved" ]; then
 	exit 1
 fi
 read -r pkg version <<<"$resolved"
-dir="$cache/vm/kernel/${pkg}_$version"
+# The module list is part of the key: a cached kernel lacking a module
+# added to wanted is fetched again.
+dir="$cache/vm/kernel/${pkg}_${version}_$(printf '%s\n' "${wanted[@]}" | sha256sum | cut -c1-8)"
 if [ -f "$dir/modules.load" ]; then
 	echo "$dir"
 	exit 0

@@ -26,11 +26,17 @@ var initScript []byte
 
 // baseLayout names the layout of the base image; change it when the code
 // that lays the image out changes, so that cached images are rebuilt.
-const baseLayout = "base-v1"
+const baseLayout = "base-v2"
 
 // hostTools are copied into the VM with their shared libraries: busybox's
-// ip and tc lack most of what tests shell out for (netns exec, netem, ...).
-var hostTools = []string{"/usr/sbin/ip", "/usr/sbin/tc", "/usr/bin/ping"}
+// ip and tc lack most of what tests shell out for (netns exec, netem, ...),
+// and busybox's nsenter runs its own applets for the commands it is given
+// (ip would be busybox's), where util-linux's runs the ones in PATH.
+var hostTools = []string{"/usr/sbin/ip", "/usr/sbin/tc", "/usr/bin/ping", "/usr/bin/nsenter", hostShell}
+
+// hostShell is the VM's /bin/sh. Busybox's sh runs its own applets before
+// those in PATH, so `sh -c "ip ..."` would get busybox's ip; dash does not.
+const hostShell = "/bin/dash"
 
 // hostData are the data directories iproute2 reads (tc's netem
 // distribution tables, ip's name tables), copied when they exist.
@@ -66,6 +72,7 @@ func newRunDir(cache string) (*runDir, error) {
 func (r *runDir) payload() string    { return filepath.Join(r.path, "payload") }
 func (r *runDir) initrd() string     { return filepath.Join(r.path, "initrd.img") }
 func (r *runDir) consoleLog() string { return filepath.Join(r.path, "console.log") }
+func (r *runDir) lab() string        { return filepath.Join(r.payload(), "lab") }
 func (r *runDir) remove()            { os.RemoveAll(r.path) }
 
 // testDir is the n-th binary's directory, /tests/NNN in the VM; init runs
@@ -86,11 +93,11 @@ func (k kernel) vmlinuz() string { return filepath.Join(k.dir, "vmlinuz") }
 // given. The script's messages go to logw, and into the error if it fails.
 func fetchKernel(ctx context.Context, cache, dir string, logw io.Writer) (kernel, error) {
 	if dir == "" {
-		gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+		root, err := moduleRoot(ctx)
 		if err != nil {
-			return kernel{}, fmt.Errorf("find the module root: %w", err)
+			return kernel{}, err
 		}
-		script := filepath.Join(filepath.Dir(strings.TrimSpace(string(gomod))), "hack", "vm", "kernel.sh")
+		script := filepath.Join(root, "hack", "vm", "kernel.sh")
 		cmd := exec.CommandContext(ctx, script)
 		cmd.Env = append(os.Environ(), "MESHNET_CACHE="+cache)
 		var stderr bytes.Buffer
@@ -157,12 +164,15 @@ func baseImage(ctx context.Context, cache string, k kernel) (string, error) {
 		return "", fmt.Errorf("busybox --list: %w", err)
 	}
 	for _, a := range strings.Fields(string(applets)) {
-		if a == "busybox" {
+		if a == "busybox" || a == "sh" {
 			continue
 		}
 		if err := os.Symlink("busybox", filepath.Join(tree, "bin", a)); err != nil {
 			return "", err
 		}
+	}
+	if err := os.Symlink(filepath.Base(hostShell), filepath.Join(tree, "bin", "sh")); err != nil {
+		return "", err
 	}
 	tmp := fmt.Sprintf("%s.%d.tmp", image, os.Getpid()) // runs may race to build it
 	if err := packCPIO(ctx, tmp, tree, true); err != nil {
@@ -247,14 +257,20 @@ func sharedLibraries(ctx context.Context, bin string) ([]string, error) {
 }
 
 // payloadImage writes the run's initramfs: a copy of the base image and,
-// appended, the payload (init and tests) as a second archive (the kernel
+// appended, the payload (init, tests and lab binaries) as a second archive (the kernel
 // unpacks concatenated archives in order). The payload is not compressed:
 // the host need not compress test binaries on every run, nor the emulated
 // guest inflate them.
-func payloadImage(ctx context.Context, rd *runDir, base, marker string, testArgs []string) error {
+func payloadImage(ctx context.Context, rd *runDir, base, marker string, testArgs []string, disk bool) error {
 	p := rd.payload()
 	if err := os.WriteFile(filepath.Join(p, "init"), initScript, 0o755); err != nil {
 		return err
+	}
+	if disk {
+		// Tells init a disk is attached, so that failing to mount it is fatal.
+		if err := os.WriteFile(filepath.Join(p, "tests", "disk"), nil, 0o644); err != nil {
+			return err
+		}
 	}
 	if err := os.WriteFile(filepath.Join(p, "tests", "marker"), []byte(marker+"\n"), 0o644); err != nil {
 		return err

@@ -31,6 +31,29 @@ done <"/lib/modules/$release/modules.load"
 # A kernel without netem proves nothing.
 [ -d /sys/module/sch_netem ] || fatal "sch_netem is not loaded"
 ip link set lo up || fatal "ip link set lo up failed"
+# The VM has no NIC; kube-apiserver wants a host address to advertise (that
+# of the interface holding the default route), so a dummy one stands in.
+ip link add host0 type dummy && ip addr add 10.0.2.15/24 dev host0 &&
+	ip link set host0 up && ip route add default dev host0 || fatal "host0 setup failed"
+echo "127.0.0.1 localhost" >/etc/hosts
+
+# The disk (hack/vmtest/disk.go): the control plane for envtest, and
+# kubectl and grpcurl.
+if [ -f /tests/disk ]; then
+	i=0
+	while [ ! -b /dev/vda ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+	mkdir -p /opt/disk
+	err=$(mount -t ext4 -o ro /dev/vda /opt/disk 2>&1) || fatal "mount /dev/vda: $err"
+	if [ -d /opt/disk/kube ]; then
+		export KUBEBUILDER_ASSETS=/opt/disk/kube
+		# kube-apiserver takes from half a minute (idle host) to over two
+		# minutes (busy host) to start on emulated CPUs; envtest waits 20s.
+		export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT=3m
+	fi
+	export PATH="$PATH:/opt/disk/bin"
+fi
+# The lab's programs (internal/labnet), prebuilt: the VM has no Go.
+[ -d /lab ] && export MESHNET_LAB_BIN=/lab
 
 say boot "$(cut -d' ' -f1 /proc/uptime)"
 for dir in /tests/[0-9]*; do

@@ -6,7 +6,9 @@
 // in a qemu VM with a Debian cloud kernel (hack/vm/kernel.sh), runs each
 // binary there as root and prints the results on stdout as `go test -json`
 // events, so that gotestsum and `go tool test2json` consumers count them like
-// ordinary tests:
+// ordinary tests. The VM also has the lab's binaries ($MESHNET_LAB_BIN) and,
+// on a disk, kube-apiserver and etcd from $KUBEBUILDER_ASSETS, kubectl and
+// grpcurl, so that tests run the whole stack:
 //
 //	go run ./hack/vmtest -tags vm ./...
 //	go run ./hack/vmtest -tags vm ./... -test.run=^$ -test.bench=BenchmarkVM
@@ -42,6 +44,7 @@ type config struct {
 	testArgs    []string
 	cache       string
 	kernelDir   string
+	assets      string
 	timeout     time.Duration
 	bootTimeout time.Duration
 	memMiB      int
@@ -87,9 +90,10 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.tags, "tags", "vm", "build tags selecting the tier's test files")
 	fs.StringVar(&cfg.cache, "cache", envOr("MESHNET_CACHE", "/var/cache/meshnet"), "cache directory (kernel, initramfs, run logs)")
 	fs.StringVar(&cfg.kernelDir, "kernel", "", "kernel directory made by hack/vm/kernel.sh (default: run it)")
+	fs.StringVar(&cfg.assets, "assets", os.Getenv("KUBEBUILDER_ASSETS"), "directory of kube-apiserver and etcd to ship for envtest in the VM")
 	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "limit for the whole tier: build, boot and tests")
 	fs.DurationVar(&cfg.bootTimeout, "boot-timeout", 3*time.Minute, "limit for the VM to boot to its test runner")
-	fs.IntVar(&cfg.memMiB, "m", 2048, "VM memory in MiB")
+	fs.IntVar(&cfg.memMiB, "m", 3072, "VM memory in MiB (kube-apiserver and etcd take about 1.5 GiB)")
 	fs.IntVar(&cfg.cpus, "smp", 2, "VM CPUs")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the run directory (payload, console log) after a passing run")
 	fs.BoolVar(&cfg.verbose, "v", false, "log progress and timings to stderr too")
@@ -158,6 +162,19 @@ func run(ctx context.Context, log *slog.Logger, logw io.Writer, cfg config, rep 
 		return false, err
 	}
 
+	root, err := moduleRoot(ctx)
+	if err != nil {
+		return false, err
+	}
+	// The lab binaries link while the test binaries build.
+	labErr := make(chan error, 1)
+	go func() {
+		t := time.Now()
+		err := buildLab(ctx, root, rd.lab())
+		log.Info("built lab binaries", "dir", rd.lab(), "err", err, "took", since(t))
+		labErr <- err
+	}()
+
 	built := time.Now()
 	var runnable []*testPackage
 	for _, p := range pkgs {
@@ -165,11 +182,19 @@ func run(ctx context.Context, log *slog.Logger, logw io.Writer, cfg config, rep 
 			rep.buildFailed(p.ImportPath, err)
 			continue
 		}
-		p.listTests(ctx, runPattern(cfg.testArgs))
+		p.listTests(ctx, runPattern(cfg.testArgs), rd.lab())
 		runnable = append(runnable, p)
 	}
 	log.Info("built test binaries", "count", len(runnable), "failed", len(pkgs)-len(runnable), "took", since(built))
 	allOK := len(runnable) == len(pkgs)
+	if err := <-labErr; err != nil {
+		err = fmt.Errorf("build the lab binaries ($MESHNET_LAB_BIN in the VM): %w", err)
+		log.Error("vm tier failed", "err", err, "run_dir", rd.path)
+		for _, p := range runnable {
+			conv.notRun(p, err.Error())
+		}
+		return false, nil
+	}
 	if len(runnable) == 0 {
 		return false, nil
 	}

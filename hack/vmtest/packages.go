@@ -117,11 +117,14 @@ func (p *testPackage) build(ctx context.Context, tags, dir string) (err error) {
 
 // listTests asks the binary, on the host, which top-level tests match run.
 // It is best effort: without the list a VM failure still fails the package.
-func (p *testPackage) listTests(ctx context.Context, run string) {
+// labBin is given as $MESHNET_LAB_BIN, so that a labnet TestMain lists
+// without building the lab binaries itself.
+func (p *testPackage) listTests(ctx context.Context, run, labBin string) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(p.binDir, "test"), "-test.list", run)
 	cmd.Dir = p.binDir
+	cmd.Env = append(os.Environ(), labPrebuiltEnv+"="+labBin)
 	out, err := cmd.Output()
 	if err != nil {
 		return

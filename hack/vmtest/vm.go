@@ -22,6 +22,7 @@ type vm struct {
 	cfg    config
 	rd     *runDir
 	kernel kernel
+	disk   string // ext4 image attached read-only, "" for none
 	marker string
 	pkgs   []*testPackage
 }
@@ -35,6 +36,16 @@ func prepareVM(ctx context.Context, log *slog.Logger, logw io.Writer, cfg config
 	log.Info("kernel ready", "release", k.release, "dir", k.dir, "took", since(t))
 
 	t = time.Now()
+	disk, err := diskImage(ctx, log, logw, cfg.cache, cfg.assets)
+	if err != nil {
+		return nil, fmt.Errorf("build disk image: %w", err)
+	}
+	if cfg.assets == "" {
+		log.Warn("KUBEBUILDER_ASSETS is not set: the VM has no kube-apiserver, tests that start one fail")
+	}
+	log.Info("disk ready", "image", disk, "took", since(t))
+
+	t = time.Now()
 	base, err := baseImage(ctx, cfg.cache, k)
 	if err != nil {
 		return nil, fmt.Errorf("build base initramfs: %w", err)
@@ -43,7 +54,7 @@ func prepareVM(ctx context.Context, log *slog.Logger, logw io.Writer, cfg config
 	// random part keeps test output from forging them.
 	marker := "@@vmtest-" + rand.Text()[:12]
 	testArgs := append([]string{"-test.v=test2json", "-test.run=" + defaultRun, "-test.timeout=" + binaryTimeout(cfg.timeout).String()}, cfg.testArgs...)
-	if err := payloadImage(ctx, rd, base, marker, testArgs); err != nil {
+	if err := payloadImage(ctx, rd, base, marker, testArgs, disk != ""); err != nil {
 		return nil, fmt.Errorf("build initramfs: %w", err)
 	}
 	st, err := os.Stat(rd.initrd())
@@ -51,7 +62,7 @@ func prepareVM(ctx context.Context, log *slog.Logger, logw io.Writer, cfg config
 		return nil, err
 	}
 	log.Info("initramfs ready", "base", base, "bytes", st.Size(), "took", since(t))
-	return &vm{cfg: cfg, rd: rd, kernel: k, marker: marker, pkgs: pkgs}, nil
+	return &vm{cfg: cfg, rd: rd, kernel: k, disk: disk, marker: marker, pkgs: pkgs}, nil
 }
 
 // binaryTimeout makes a hung test panic with its stacks before the VM is
@@ -65,15 +76,20 @@ func (v *vm) run(ctx context.Context, log *slog.Logger, conv *converter) bool {
 	tier := ctx
 	ctx, cancel := context.WithCancel(tier)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "qemu-system-x86_64",
+	args := []string{
 		"-accel", "tcg,thread=multi", // KVM guests hang on this machine kind
 		"-smp", strconv.Itoa(v.cfg.cpus), "-m", strconv.Itoa(v.cfg.memMiB),
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		"-kernel", v.kernel.vmlinuz(), "-initrd", v.rd.initrd(),
 		"-append", "console=ttyS0 panic=-1 quiet",
-		"-serial", "file:"+v.rd.consoleLog(), // ttyS0: kernel console
+		"-serial", "file:" + v.rd.consoleLog(), // ttyS0: kernel console
 		"-serial", "stdio", // ttyS1: the runner's messages and test output
-	)
+	}
+	if v.disk != "" {
+		// Read-only: runs share the cached image. /dev/vda in the VM.
+		args = append(args, "-drive", "file="+v.disk+",if=virtio,format=raw,readonly=on")
+	}
+	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", args...)
 	var qemuErr bytes.Buffer
 	cmd.Stderr = &qemuErr
 	stdout, err := cmd.StdoutPipe()

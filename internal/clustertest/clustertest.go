@@ -5,8 +5,8 @@ package clustertest
 import (
 	"os"
 	"path/filepath"
-	goruntime "runtime"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	meshnetv1beta1 "github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/deploy/crd"
 )
 
 // Env is a running control plane.
@@ -27,12 +28,20 @@ type Env struct {
 
 // Start starts a control plane with the Topology CRD installed and stops it
 // when the test ends. It fails the test, saying why, when the binaries are
-// missing: the tier must never pass by not running.
+// missing: the tier must never pass by not running. The CRDs are embedded
+// (package crd), so that it works where the source tree is not, as in the
+// vm tier's VM.
 func Start(t testing.TB) *Env {
 	t.Helper()
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
-		t.Fatal("cluster tier: KUBEBUILDER_ASSETS is not set; run through `make test-cluster`, which builds kube-apiserver and etcd (hack/controlplane.sh)")
+		t.Fatal("clustertest: KUBEBUILDER_ASSETS is not set: it must name the directory of kube-apiserver and etcd; " +
+			"on the host run through `make test-cluster` or set it to the output of hack/controlplane.sh; " +
+			"for the vm tier set it on the host before `go run ./hack/vmtest`, which copies the binaries onto the VM's disk")
+	}
+	crds, err := crd.CRDs()
+	if err != nil {
+		t.Fatalf("clustertest: %v", err)
 	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -43,14 +52,17 @@ func Start(t testing.TB) *Env {
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{CRDDir()},
-		ErrorIfCRDPathMissing: true,
+		CRDInstallOptions:     envtest.CRDInstallOptions{CRDs: crds},
 		Scheme:                scheme,
 	}
+	start := time.Now()
 	cfg, err := env.Start()
 	if err != nil {
-		t.Fatalf("start control plane from %s: %v", assets, err)
+		t.Fatalf("clustertest: start kube-apiserver and etcd from %s: %v "+
+			"(in the vm tier: the VM needs about 3 GiB (vmtest -m), a non-loopback address and minutes to start it "+
+			"($KUBEBUILDER_CONTROLPLANE_START_TIMEOUT), which hack/vmtest/init.sh sets up)", assets, err)
 	}
+	t.Logf("clustertest: kube-apiserver and etcd started in %v", time.Since(start).Round(100*time.Millisecond))
 	t.Cleanup(func() {
 		if err := env.Stop(); err != nil {
 			t.Errorf("stop control plane: %v", err)
@@ -61,12 +73,6 @@ func Start(t testing.TB) *Env {
 		t.Fatal(err)
 	}
 	return &Env{Environment: env, Config: cfg, Client: c, Scheme: scheme}
-}
-
-// CRDDir is the directory of the generated CRDs in this repository.
-func CRDDir() string {
-	_, file, _, _ := goruntime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "deploy", "crd")
 }
 
 // Kubeconfig writes a kubeconfig for a cluster admin, for tests that run
