@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/florianl/go-tc/core"
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/meshnet/meshnet/internal/labctl"
 	"github.com/meshnet/meshnet/internal/topofile"
@@ -79,7 +81,9 @@ func up(cmd string, args []string) error {
 	}
 	if cmd == "serve" {
 		core.InitializeClock() // netem's time conversions need it
-		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+		handler := slog.NewTextHandler(os.Stderr, nil)
+		cfg.Log = slog.New(handler)
+		ctrllog.SetLogger(logr.FromSlogHandler(handler)) // envtest logs through controller-runtime
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
 		return labctl.Serve(ctx, cfg)

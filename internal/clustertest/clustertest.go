@@ -9,17 +9,16 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	meshnetv1beta1 "github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/deploy/crd"
+	"github.com/meshnet/meshnet/internal/controlplane"
 )
 
 // Env is a running control plane.
 type Env struct {
+	ControlPlane *controlplane.ControlPlane
 	Environment *envtest.Environment
 	Config      *rest.Config
 	Client      client.Client
@@ -39,53 +38,28 @@ func Start(t testing.TB) *Env {
 			"on the host run through `make test-cluster` or set it to the output of hack/controlplane.sh; " +
 			"for the vm tier set it on the host before `go run ./hack/vmtest`, which copies the binaries onto the VM's disk")
 	}
-	crds, err := crd.CRDs()
+	cp, err := controlplane.Start(assets)
 	if err != nil {
-		t.Fatalf("clustertest: %v", err)
-	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := meshnetv1beta1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	env := &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		CRDInstallOptions:     envtest.CRDInstallOptions{CRDs: crds},
-		Scheme:                scheme,
-	}
-	start := time.Now()
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("clustertest: start kube-apiserver and etcd from %s: %v "+
+		t.Fatalf("clustertest: %v "+
 			"(in the vm tier: the VM needs about 3 GiB (vmtest -m), a non-loopback address and minutes to start it "+
-			"($KUBEBUILDER_CONTROLPLANE_START_TIMEOUT), which hack/vmtest/init.sh sets up)", assets, err)
+			"($KUBEBUILDER_CONTROLPLANE_START_TIMEOUT), which hack/vmtest/init.sh sets up)", err)
 	}
-	t.Logf("clustertest: kube-apiserver and etcd started in %v", time.Since(start).Round(100*time.Millisecond))
+	t.Logf("clustertest: kube-apiserver and etcd started in %v", cp.Took.Round(100*time.Millisecond))
 	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stop control plane: %v", err)
+		if err := cp.Stop(); err != nil {
+			t.Error(err)
 		}
 	})
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &Env{Environment: env, Config: cfg, Client: c, Scheme: scheme}
+	return &Env{ControlPlane: cp, Environment: cp.Env, Config: cp.Config, Client: cp.Client, Scheme: cp.Scheme}
 }
 
 // Kubeconfig writes a kubeconfig for a cluster admin, for tests that run
 // kubectl or the project's binaries as a user would.
 func (e *Env) Kubeconfig(t testing.TB) string {
 	t.Helper()
-	user, err := e.Environment.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	data, err := e.ControlPlane.AdminKubeconfig("")
 	if err != nil {
-		t.Fatalf("add admin user: %v", err)
-	}
-	data, err := user.KubeConfig()
-	if err != nil {
-		t.Fatalf("kubeconfig: %v", err)
+		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(path, data, 0o600); err != nil {

@@ -22,6 +22,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/meshnet/meshnet/internal/controlplane"
 )
 
 // Subnet is the node network of a lab.
@@ -63,7 +65,7 @@ type Options struct {
 	Dir string
 	// ControlPlane is one the caller started and stops; when nil the lab
 	// starts one from Assets, the directory holding kube-apiserver and etcd.
-	ControlPlane *ControlPlane
+	ControlPlane *controlplane.ControlPlane
 	Assets       string
 	Binaries     Binaries
 	// NetnsPrefix starts the name of every network namespace the lab makes,
@@ -80,7 +82,7 @@ type Lab struct {
 	opts Options
 	log  *slog.Logger
 
-	ControlPlane *ControlPlane
+	ControlPlane *controlplane.ControlPlane
 	Client       client.Client
 	Kube         kubernetes.Interface
 	// Fabric is the netns path of the node network's bridge.
@@ -116,7 +118,7 @@ func New(opts Options) (l *Lab, err error) {
 		}
 	}()
 	if l.ControlPlane = opts.ControlPlane; l.ControlPlane == nil {
-		if l.ControlPlane, err = StartControlPlane(opts.Assets); err != nil {
+		if l.ControlPlane, err = controlplane.Start(opts.Assets); err != nil {
 			return l, err
 		}
 		l.onClose(l.ControlPlane.Stop)

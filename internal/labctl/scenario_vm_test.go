@@ -20,9 +20,11 @@ import (
 	"time"
 
 	"github.com/florianl/go-tc/core"
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/lab"
@@ -121,6 +123,7 @@ func TestVMScenario(t *testing.T) {
 
 func startScenario(t *testing.T) *scenario {
 	core.InitializeClock()
+	ctrllog.SetLogger(logr.Discard())
 	dir := filepath.Join(t.TempDir(), "lab")
 	cfg := labctl.Config{
 		Dir: dir, Assets: os.Getenv("KUBEBUILDER_ASSETS"), BinDir: os.Getenv("MESHNET_LAB_BIN"),

@@ -17,7 +17,6 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
-	"k8s.io/client-go/kubernetes"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/meshnet/meshnet/internal/clustertest"
@@ -103,14 +102,9 @@ func New(t testing.TB, bins Binaries) *Lab {
 		t.Fatalf("kernel tier needs root to create network namespaces (euid %d)", os.Geteuid())
 	}
 	env := clustertest.Start(t)
-	cp := &lab.ControlPlane{Env: env.Environment, Config: env.Config, Client: env.Client, Scheme: env.Scheme}
-	var err error
-	if cp.Kube, err = kubernetes.NewForConfig(env.Config); err != nil {
-		t.Fatal(err)
-	}
 	l, err := lab.New(lab.Options{
 		Dir:          t.TempDir(),
-		ControlPlane: cp,
+		ControlPlane: env.ControlPlane,
 		Binaries:     bins,
 		// Unique per lab: tests of several packages may run at once.
 		NetnsPrefix: "labnet-" + strings.ToLower(rand.Text()[:8]) + "-",

@@ -1,10 +1,14 @@
-package lab
+// Package controlplane starts a real kube-apiserver and etcd (through
+// controller-runtime's envtest) with meshnet's CRDs installed: the API
+// server of the lab and of the cluster test tier.
+package controlplane
 
 import (
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -25,11 +29,13 @@ type ControlPlane struct {
 	Client client.Client
 	Kube   kubernetes.Interface
 	Scheme *runtime.Scheme
+	// Took is how long the control plane took to start.
+	Took time.Duration
 }
 
-// StartControlPlane starts kube-apiserver and etcd from the binaries in
+// Start starts kube-apiserver and etcd from the binaries in
 // assets (hack/controlplane.sh builds them) and installs the CRDs.
-func StartControlPlane(assets string) (*ControlPlane, error) {
+func Start(assets string) (*ControlPlane, error) {
 	if assets == "" {
 		return nil, errors.New("no directory of kube-apiserver and etcd given (KUBEBUILDER_ASSETS; hack/controlplane.sh builds them and prints it)")
 	}
@@ -54,11 +60,12 @@ func StartControlPlane(assets string) (*ControlPlane, error) {
 		CRDInstallOptions:     envtest.CRDInstallOptions{CRDs: crds},
 		Scheme:                scheme,
 	}
+	start := time.Now()
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("start kube-apiserver and etcd from %s: %w", assets, err)
 	}
-	cp := &ControlPlane{Env: env, Config: cfg, Scheme: scheme}
+	cp := &ControlPlane{Env: env, Config: cfg, Scheme: scheme, Took: time.Since(start)}
 	if cp.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		return nil, errors.Join(err, env.Stop())
 	}
@@ -79,7 +86,7 @@ func (cp *ControlPlane) Stop() error {
 // AdminKubeconfig is a kubeconfig of a cluster admin (system:masters)
 // reaching the API server at server, or where it listens when empty.
 func (cp *ControlPlane) AdminKubeconfig(server string) ([]byte, error) {
-	user, err := cp.Env.AddUser(envtest.User{Name: "lab-admin", Groups: []string{"system:masters"}}, nil)
+	user, err := cp.Env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("add admin user: %w", err)
 	}
