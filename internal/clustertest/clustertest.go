@@ -19,10 +19,10 @@ import (
 // Env is a running control plane.
 type Env struct {
 	ControlPlane *controlplane.ControlPlane
-	Environment *envtest.Environment
-	Config      *rest.Config
-	Client      client.Client
-	Scheme      *runtime.Scheme
+	Environment  *envtest.Environment
+	Config       *rest.Config
+	Client       client.Client
+	Scheme       *runtime.Scheme
 }
 
 // Start starts a control plane with the Topology CRD installed and stops it
