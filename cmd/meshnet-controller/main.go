@@ -43,6 +43,9 @@ func run() error {
 		insecureConn bool
 		leaderElect  bool
 		leaderNS     string
+		lease        time.Duration
+		renew        time.Duration
+		retry        time.Duration
 		metricsAddr  string
 		probeAddr    string
 	)
@@ -53,8 +56,15 @@ func run() error {
 	flag.BoolVar(&insecureConn, "daemon-plaintext", true, "talk to meshnetd without TLS (it serves plaintext gRPC)")
 	flag.DurationVar(&r.Resync, "resync", 30*time.Second, "how often converged Topologies are re-applied, correcting drift")
 	flag.DurationVar(&r.CallTimeout, "call-timeout", 5*time.Second, "timeout of one ApplyPod call")
+	flag.IntVar(&r.Workers, "workers", 200, "how many Topologies are reconciled at once; a pass mostly waits on meshnetd and the API server")
 	flag.BoolVar(&leaderElect, "leader-elect", true, "elect a leader so that only one replica acts")
 	flag.StringVar(&leaderNS, "leader-election-namespace", "meshnet", "namespace of the leader election Lease")
+	// A leader that cannot renew its Lease within the renew deadline (the
+	// API server away that long) exits, and its restart campaigns again:
+	// the kernel state stays with the daemons meanwhile.
+	flag.DurationVar(&lease, "leader-elect-lease-duration", 15*time.Second, "how long a standby waits after the last renewal before it takes the Lease over")
+	flag.DurationVar(&renew, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew its Lease before it gives up leadership and exits")
+	flag.DurationVar(&retry, "leader-elect-retry-period", 2*time.Second, "how often replicas try to acquire or renew the Lease")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the controller's /metrics; 0 disables it")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	flag.Parse()
@@ -76,6 +86,9 @@ func run() error {
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "meshnet-controller.networkop.co.uk",
 		LeaderElectionNamespace: leaderNS,
+		LeaseDuration:           &lease,
+		RenewDeadline:           &renew,
+		RetryPeriod:             &retry,
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
 	})

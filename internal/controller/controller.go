@@ -71,6 +71,11 @@ type Reconciler struct {
 	Resync time.Duration
 	// CallTimeout bounds one ApplyPod.
 	CallTimeout time.Duration
+	// Workers is how many Topologies are reconciled at once (one Topology
+	// is never reconciled twice at once). A pass mostly waits, on ApplyPod
+	// and on the status write, so a batch of edits over many pods converges
+	// only as fast as enough of them are in flight.
+	Workers int
 }
 
 // SetupWithManager registers the reconciler and its watches: Topologies,
@@ -94,9 +99,13 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("topology").
 		WithOptions(crcontroller.Options{
-			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxRetryDelay),
+			MaxConcurrentReconciles: r.Workers,
+			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxRetryDelay),
 		}).
-		For(&v1beta1.Topology{}).
+		// Status writes (the controller's own, meshnetd's at CNI ADD) do
+		// not change what to apply: reconciling on them would send every
+		// edit to the daemon twice.
+		For(&v1beta1.Topology{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
 		})).
