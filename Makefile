@@ -6,7 +6,7 @@ BIN ?= bin
 CMDS := meshnetd meshnet-controller meshnet-cni
 CONTROLLER_GEN := $(GO) tool -modfile=tools/go.mod controller-gen
 
-.PHONY: all build lab lab-bin lab-down generate generate-crd generate-proto check test test-unit test-kernel test-vm test-cluster bench clean
+.PHONY: all build lab lab-bin lab-down lab-vm generate generate-crd generate-proto check test test-unit test-kernel test-vm test-cluster bench clean
 
 all: build
 
@@ -29,6 +29,12 @@ lab: lab-bin
 
 lab-down:
 	$(GO) run ./cmd/meshnet-lab down
+
+# The same lab inside a qemu VM with a stock Debian kernel (which has
+# sch_netem), with a shell there; `poweroff -f` ends it.
+lab-vm:
+	@bash hack/deps.sh
+	KUBEBUILDER_ASSETS=$$(bash hack/controlplane.sh) $(GO) run ./hack/vmtest -lab $(LAB_TOPOLOGY)
 
 generate: generate-crd generate-proto
 

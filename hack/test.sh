@@ -14,7 +14,7 @@ bash hack/deps.sh || { echo "test: installing the test dependencies failed" >&2;
 KUBEBUILDER_ASSETS=$(bash hack/controlplane.sh) || { echo "test: building kube-apiserver and etcd failed" >&2; exit 1; }
 export KUBEBUILDER_ASSETS
 
-gotestsum() { go tool -modfile=tools/go.mod gotestsum --format testname --jsonfile "$results/$1.json" "${@:2}"; }
+gotestsum() { go tool -modfile=tools/go.mod gotestsum --format "${format:-testname}" --jsonfile "$results/$1.json" "${@:2}"; }
 
 for tier in "${tiers[@]}"; do
 	echo "=== tier $tier"
@@ -27,7 +27,8 @@ for tier in "${tiers[@]}"; do
 		fi
 		gotestsum kernel -- -tags kernel -run '^TestKernel' -count=1 -p 1 ./...
 		;;
-	vm) gotestsum vm --raw-command -- go run ./hack/vmtest -tags vm ./... ;;
+	# Verbose: TestVMScenario's log is the end-to-end demo.
+	vm) format=standard-verbose gotestsum vm --raw-command -- go run ./hack/vmtest -tags vm ./... ;;
 	cluster) gotestsum cluster -- -tags cluster -run '^TestCluster' -count=1 ./... ;;
 	*) echo "test: unknown tier $tier (unit, kernel, vm, cluster)" >&2; exit 2 ;;
 	esac

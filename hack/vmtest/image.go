@@ -32,7 +32,9 @@ const baseLayout = "base-v2"
 // ip and tc lack most of what tests shell out for (netns exec, netem, ...),
 // and busybox's nsenter runs its own applets for the commands it is given
 // (ip would be busybox's), where util-linux's runs the ones in PATH.
-var hostTools = []string{"/usr/sbin/ip", "/usr/sbin/tc", "/usr/bin/ping", "/usr/bin/nsenter", hostShell}
+// util-linux's setsid gives the lab's shell (vmtest -lab) a controlling
+// terminal, so that ^C reaches what it runs.
+var hostTools = []string{"/usr/sbin/ip", "/usr/sbin/tc", "/usr/bin/ping", "/usr/bin/nsenter", "/usr/bin/setsid", hostShell}
 
 // hostShell is the VM's /bin/sh. Busybox's sh runs its own applets before
 // those in PATH, so `sh -c "ip ..."` would get busybox's ip; dash does not.

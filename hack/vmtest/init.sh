@@ -55,6 +55,17 @@ fi
 # The lab's programs (internal/labnet), prebuilt: the VM has no Go.
 [ -d /lab ] && export MESHNET_LAB_BIN=/lab
 
+# vmtest -lab: the lab of /tests/lab.yml instead of tests, and a shell on
+# the terminal.
+if [ -f /tests/lab.yml ]; then
+	stty -F "$out" sane
+	echo "vmtest: starting the lab; kube-apiserver takes a minute or two on emulated CPUs" >"$out"
+	/lab/meshnet-lab up -bin /lab /tests/lab.yml >"$out" 2>&1
+	echo "vmtest: a shell in the VM, whose kernel has sch_netem; poweroff -f ends the VM and the lab" >"$out"
+	setsid -c -w sh -i <"$out" >"$out" 2>&1
+	poweroff -f
+fi
+
 say boot "$(cut -d' ' -f1 /proc/uptime)"
 for dir in /tests/[0-9]*; do
 	n=${dir#/tests/}

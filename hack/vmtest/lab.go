@@ -10,9 +10,11 @@ import (
 	"path/filepath"
 )
 
-// labPackages are the programs internal/labnet runs; go build names each
-// binary after its package, as labnet.PrebuiltEnv expects.
+// labPackages are the programs internal/labnet runs, and meshnet-lab for
+// vmtest -lab; go build names each binary after its package, as
+// labnet.PrebuiltEnv expects.
 var labPackages = []string{
+	"./cmd/meshnet-lab",
 	"./cmd/meshnetd",
 	"./cmd/meshnet-cni",
 	"./cmd/meshnet-controller",

@@ -51,6 +51,8 @@ type config struct {
 	cpus        int
 	keep        bool
 	verbose     bool
+	// lab is a topology file: boot the lab instead of running tests.
+	lab string
 }
 
 func main() {
@@ -73,6 +75,13 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	if cfg.lab != "" {
+		if err := runLab(ctx, log, logw, cfg); err != nil {
+			fmt.Fprintln(os.Stderr, "vmtest:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	ok, err := run(ctx, log, logw, cfg, newReporter(os.Stdout))
 	if err != nil {
 		log.Error("vm tier cannot run", "err", err)
@@ -97,6 +106,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.cpus, "smp", 2, "VM CPUs")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the run directory (payload, console log) after a passing run")
 	fs.BoolVar(&cfg.verbose, "v", false, "log progress and timings to stderr too")
+	fs.StringVar(&cfg.lab, "lab", "", "instead of tests, run `meshnet-lab up` of this topology file in the VM and give the terminal a shell there")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}

@@ -71,11 +71,8 @@ func binaryTimeout(tier time.Duration) time.Duration {
 	return max(tier-2*time.Minute, tier/2)
 }
 
-// run boots the VM and reports every package; it returns whether all passed.
-func (v *vm) run(ctx context.Context, log *slog.Logger, conv *converter) bool {
-	tier := ctx
-	ctx, cancel := context.WithCancel(tier)
-	defer cancel()
+// qemuArgs boot the VM with ttyS1 on qemu's stdio.
+func (v *vm) qemuArgs() []string {
 	args := []string{
 		"-accel", "tcg,thread=multi", // KVM guests hang on this machine kind
 		"-smp", strconv.Itoa(v.cfg.cpus), "-m", strconv.Itoa(v.cfg.memMiB),
@@ -89,7 +86,15 @@ func (v *vm) run(ctx context.Context, log *slog.Logger, conv *converter) bool {
 		// Read-only: runs share the cached image. /dev/vda in the VM.
 		args = append(args, "-drive", "file="+v.disk+",if=virtio,format=raw,readonly=on")
 	}
-	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", args...)
+	return args
+}
+
+// run boots the VM and reports every package; it returns whether all passed.
+func (v *vm) run(ctx context.Context, log *slog.Logger, conv *converter) bool {
+	tier := ctx
+	ctx, cancel := context.WithCancel(tier)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", v.qemuArgs()...)
 	var qemuErr bytes.Buffer
 	cmd.Stderr = &qemuErr
 	stdout, err := cmd.StdoutPipe()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -159,14 +160,25 @@ func (s *Server) apply(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*me
 	if err != nil {
 		return nil, err
 	}
-	// Far ends after the local locks are released (see setAdmin).
-	for _, pl := range plans {
+	// Far ends after the local locks are released (see setAdmin), all at
+	// once: each waits on its peer node and on the peer pod's locks.
+	far := make([]error, len(plans))
+	var wg sync.WaitGroup
+	for i, pl := range plans {
 		if !pl.wired || pl.spec.State == nil || pl.link.Kind != "vxlan" {
 			continue
 		}
 		up := pl.spec.GetState() == meshnetv1.LinkState_LINK_STATE_UP
-		if err := s.remote.SetRemoteState(ctx, pl.link, p.Key(), up); err != nil {
-			failed = append(failed, fmt.Errorf("%s: peer's end: %w", pl.link.LocalIntf, err))
+		wg.Go(func() {
+			if err := s.remote.SetRemoteState(ctx, pl.link, p.Key(), up); err != nil {
+				far[i] = fmt.Errorf("%s: peer's end: %w", pl.link.LocalIntf, err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range far {
+		if err != nil {
+			failed = append(failed, err)
 		}
 	}
 	if len(failed) > 0 {
