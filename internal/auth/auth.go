@@ -9,6 +9,7 @@ package auth
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -43,13 +44,21 @@ type Access struct {
 type Policy map[string]Access
 
 // Checker checks tokens and permissions against the API server, remembering
-// answers for TTL so that a burst of calls costs one review.
+// answers for TTL so that a burst of calls costs one review of each kind,
+// as the API server's own webhook authenticator and authorizer caches do.
 type Checker struct {
 	client kubernetes.Interface
 	ttl    time.Duration
 
-	mu    sync.Mutex
-	cache map[[32]byte]cached
+	mu        sync.Mutex
+	cache     map[[32]byte]cached
+	decisions map[[32]byte]decision
+}
+
+// decision is a cached SubjectAccessReview answer: nil when allowed.
+type decision struct {
+	err     error
+	expires time.Time
 }
 
 type cached struct {
@@ -63,7 +72,7 @@ const maxCached = 4096
 
 // NewChecker returns a Checker using client for reviews.
 func NewChecker(client kubernetes.Interface, ttl time.Duration) *Checker {
-	return &Checker{client: client, ttl: ttl, cache: map[[32]byte]cached{}}
+	return &Checker{client: client, ttl: ttl, cache: map[[32]byte]cached{}, decisions: map[[32]byte]decision{}}
 }
 
 // Authenticate returns the user a bearer token belongs to.
@@ -101,6 +110,42 @@ func (c *Checker) Authenticate(ctx context.Context, token string) (authnv1.UserI
 // Authorize asks the API server whether user may do what access describes in
 // namespace.
 func (c *Checker) Authorize(ctx context.Context, user authnv1.UserInfo, access Access, namespace string) error {
+	key, err := decisionKey(user, access, namespace)
+	if err != nil {
+		return status.Errorf(codes.Internal, "subject access review: %v", err)
+	}
+	now := time.Now()
+	c.mu.Lock()
+	if d, ok := c.decisions[key]; ok && now.Before(d.expires) {
+		c.mu.Unlock()
+		return d.err
+	}
+	c.mu.Unlock()
+	err = c.review(ctx, user, access, namespace)
+	if status.Code(err) == codes.Unavailable {
+		return err // the API server's trouble, not an answer
+	}
+	c.mu.Lock()
+	if len(c.decisions) >= maxCached {
+		c.decisions = map[[32]byte]decision{}
+	}
+	c.decisions[key] = decision{err: err, expires: now.Add(c.ttl)}
+	c.mu.Unlock()
+	return err
+}
+
+// decisionKey names what a review decides: who, doing what, where.
+func decisionKey(user authnv1.UserInfo, access Access, namespace string) ([32]byte, error) {
+	data, err := json.Marshal(struct {
+		User                               authnv1.UserInfo
+		Verb, Group, Resource, Subresource string
+		Namespace                          string
+	}{user, access.Verb, access.Group, access.Resource, access.Subresource, namespace})
+	return sha256.Sum256(data), err
+}
+
+// review asks the API server with a SubjectAccessReview.
+func (c *Checker) review(ctx context.Context, user authnv1.UserInfo, access Access, namespace string) error {
 	extra := map[string]authzv1.ExtraValue{}
 	for k, v := range user.Extra {
 		extra[k] = authzv1.ExtraValue(v)
