@@ -114,11 +114,17 @@ func (m *mesh) editAll(t testing.TB, s v1beta1.LinkState) error {
 	var wg sync.WaitGroup
 	for i, p := range m.pods {
 		wg.Go(func() {
-			errs[i] = edit(t, m.lab, p.Name, func(topo *v1beta1.Topology) {
-				for j := range topo.Spec.Links {
-					topo.Spec.Links[j].State = ptr.To(s)
-				}
-			})
+			// A patch, as kubectl edit sends: no conflicts with the
+			// controller's status writes.
+			topo := &v1beta1.Topology{}
+			if errs[i] = m.lab.Client.Get(context.Background(), client.ObjectKey{Namespace: "lab", Name: p.Name}, topo); errs[i] != nil {
+				return
+			}
+			base := topo.DeepCopy()
+			for j := range topo.Spec.Links {
+				topo.Spec.Links[j].State = ptr.To(s)
+			}
+			errs[i] = m.lab.Client.Patch(context.Background(), topo, client.MergeFrom(base))
 		})
 	}
 	wg.Wait()
