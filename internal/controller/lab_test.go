@@ -157,10 +157,7 @@ func condition(st *v1beta1.TopologyStatus, typ string) *metav1.Condition {
 
 // converged is true when the status describes the current generation and
 // says Ready.
-func converged(topo *v1beta1.Topology) bool {
-	c := condition(&topo.Status, v1beta1.ConditionReady)
-	return topo.Status.ObservedGeneration == topo.Generation && c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == topo.Generation
-}
+func converged(topo *v1beta1.Topology) bool { return lab.Ready(topo) }
 
 func linkStatus(topo *v1beta1.Topology, intf string) *v1beta1.LinkStatus {
 	for i := range topo.Status.Links {

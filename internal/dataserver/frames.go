@@ -219,18 +219,6 @@ func (b *builder) other(id, title, subtitle, kind, vtep string) *nodeAcc {
 	return n
 }
 
-func specOf(t *v1beta1.Topology, uid int) *v1beta1.Link {
-	if t == nil {
-		return nil
-	}
-	for i := range t.Spec.Links {
-		if t.Spec.Links[i].UID == uid {
-			return &t.Spec.Links[i]
-		}
-	}
-	return nil
-}
-
 // end is one end of a link as the Topology status and the kernel have it.
 type end struct {
 	pod, intf string
@@ -261,7 +249,7 @@ func (b *builder) edge(t *v1beta1.Topology, l *v1beta1.Link) *meshnetv1.GraphEdg
 		target = b.other("host:"+src.node+":"+l.PeerIntf, l.PeerIntf, src.node, kindHost, "")
 	default:
 		peer := b.topos[l.PeerPod]
-		back := specOf(peer, l.UID)
+		back := peer.Link(l.UID)
 		if back != nil && back.PeerPod == t.Name && l.PeerPod < t.Name {
 			return nil // drawn from the peer's side
 		}

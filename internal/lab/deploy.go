@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
@@ -165,7 +166,7 @@ func Ready(t *v1beta1.Topology) bool {
 	}
 	for _, c := range t.Status.Conditions {
 		if c.Type == v1beta1.ConditionReady {
-			return c.Status == "True" && c.ObservedGeneration == t.Generation
+			return c.Status == metav1.ConditionTrue && c.ObservedGeneration == t.Generation
 		}
 	}
 	return false

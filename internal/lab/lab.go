@@ -213,7 +213,7 @@ func (l *Lab) allocate(ip netip.Addr) (netip.Addr, int, error) {
 		}
 	}
 	switch {
-	case !Subnet.Contains(ip) || ip == Subnet.Addr() || ip.As4()[3] == 255:
+	case !Subnet.Contains(ip) || ip == Subnet.Addr() || !Subnet.Contains(ip.Next()): // network or broadcast
 		return netip.Addr{}, 0, fmt.Errorf("address %s: not a host address of the node network %s (or the network is full)", ip, Subnet)
 	case l.used[ip]:
 		return netip.Addr{}, 0, fmt.Errorf("address %s is already taken on the node network", ip)

@@ -14,6 +14,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -203,7 +204,7 @@ func (n *Node) PublishEndpoint(ready bool) error {
 	s := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: SystemNamespace, Name: "meshnetd-" + n.Name}}
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		err := c.Get(ctx, client.ObjectKeyFromObject(s), s)
-		if err != nil && !isNotFound(err) {
+		if err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
 		create := err != nil
@@ -240,5 +241,3 @@ func (n *Node) Dial(ctx context.Context, addr string) (net.Conn, error) {
 	})
 	return c, err
 }
-
-func isNotFound(err error) bool { return client.IgnoreNotFound(err) == nil }
