@@ -54,9 +54,10 @@ type controllerProc struct{ *lab.Process }
 // startController runs the real meshnet-controller binary in node n's
 // network namespace, where the API server (forwarded by the lab) and every
 // node's meshnetd are reachable.
-func startController(t testing.TB, l *labnet.Lab, n *labnet.Node, name string) *controllerProc {
+func startController(t testing.TB, l *labnet.Lab, n *labnet.Node, name string, args ...string) *controllerProc {
 	t.Helper()
-	p, err := l.StartController(n.Node, name, "--resync", "10s")
+	// A short resync by default, for drift tests; later flags override it.
+	p, err := l.StartController(n.Node, name, append([]string{"--resync", "10s"}, args...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

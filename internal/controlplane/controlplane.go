@@ -26,7 +26,7 @@ import (
 type ControlPlane struct {
 	Env    *envtest.Environment
 	Config *rest.Config
-	Client client.Client
+	Client client.WithWatch
 	Kube   kubernetes.Interface
 	Scheme *runtime.Scheme
 	// Took is how long the control plane took to start.
@@ -66,7 +66,7 @@ func Start(assets string) (*ControlPlane, error) {
 		return nil, fmt.Errorf("start kube-apiserver and etcd from %s: %w", assets, err)
 	}
 	cp := &ControlPlane{Env: env, Config: cfg, Scheme: scheme, Took: time.Since(start)}
-	if cp.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+	if cp.Client, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme}); err != nil {
 		return nil, errors.Join(err, env.Stop())
 	}
 	if cp.Kube, err = kubernetes.NewForConfig(cfg); err != nil {

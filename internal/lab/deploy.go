@@ -137,25 +137,14 @@ func (l *Lab) physicalStatus(ctx context.Context, namespace, pod string, uid int
 // Converged waits until every Topology of namespace says Ready for its
 // current generation.
 func (l *Lab) Converged(ctx context.Context, namespace string) error {
-	for {
-		var list v1beta1.TopologyList
-		err := l.Client.List(ctx, &list, client.InNamespace(namespace))
-		pending := ""
-		for _, t := range list.Items {
-			if !Ready(&t) {
-				pending = t.Name
-				break
+	return l.WaitTopologies(ctx, namespace, func(topos []*v1beta1.Topology) string {
+		for _, t := range topos {
+			if !Ready(t) {
+				return "Topology " + t.Name + " to be Ready"
 			}
 		}
-		if err == nil && pending == "" {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("Topology %s/%s not Ready: %w", namespace, pending, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		return ""
+	})
 }
 
 // Ready is true when a Topology's status describes its current generation

@@ -83,7 +83,7 @@ type Lab struct {
 	log  *slog.Logger
 
 	ControlPlane *controlplane.ControlPlane
-	Client       client.Client
+	Client       client.WithWatch
 	Kube         kubernetes.Interface
 	// Fabric is the netns path of the node network's bridge.
 	Fabric string

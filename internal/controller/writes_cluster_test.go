@@ -1,0 +1,116 @@
+//go:build cluster
+
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/clustertest"
+)
+
+// BenchmarkClusterBatchWrites measures what the API server alone, with no
+// daemon, controller or kernel work beside it, takes for the writes of
+// BenchmarkKernelBatch1000Links's edit batch: 200 Topologies of 10 links
+// (1,000 links), each edited as kubectl edit does (a get, then a merge
+// patch), all at once (edits-s), then each status written as the
+// controller writes it (status-s). It is the floor under that benchmark on
+// the same machine.
+func BenchmarkClusterBatchWrites(b *testing.B) {
+	const pods, perPod = 200, 5 // 5 links to later pods, 5 from earlier ones
+	env := clustertest.Start(b)
+	ctx := context.Background()
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "lab"}}); err != nil {
+		b.Fatal(err)
+	}
+	specs := make([][]v1beta1.Link, pods)
+	uid := 0
+	for i := range pods {
+		for d := 1; d <= perPod; d++ {
+			j := (i + d) % pods
+			uid++
+			a, z := fmt.Sprintf("10.%d.%d.1/30", 64+uid/256, uid%256), fmt.Sprintf("10.%d.%d.2/30", 64+uid/256, uid%256)
+			intf := fmt.Sprintf("e%d", uid)
+			specs[i] = append(specs[i], v1beta1.Link{UID: uid, PeerPod: fmt.Sprintf("p%d", j), LocalIntf: intf, PeerIntf: intf, LocalIP: a, PeerIP: z})
+			specs[j] = append(specs[j], v1beta1.Link{UID: uid, PeerPod: fmt.Sprintf("p%d", i), LocalIntf: intf, PeerIntf: intf, LocalIP: z, PeerIP: a})
+		}
+	}
+	for i := range pods {
+		topo := &v1beta1.Topology{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: fmt.Sprintf("p%d", i)}, Spec: v1beta1.TopologySpec{Links: specs[i]}}
+		if err := env.Client.Create(ctx, topo); err != nil {
+			b.Fatal(err)
+		}
+	}
+	r := &Reconciler{Client: env.Client, CallTimeout: time.Minute}
+	each := func(do func(name string) error) (time.Duration, error) {
+		start := time.Now()
+		errs := make([]error, pods)
+		var wg sync.WaitGroup
+		for i := range pods {
+			wg.Go(func() { errs[i] = do(fmt.Sprintf("p%d", i)) })
+		}
+		wg.Wait()
+		return time.Since(start), errors.Join(errs...)
+	}
+	var edits, statuses []time.Duration
+	for b.Loop() {
+		s, kernelState := v1beta1.LinkDown, meshnetv1.LinkState_LINK_STATE_DOWN
+		if len(edits)%2 == 1 {
+			s, kernelState = v1beta1.LinkUp, meshnetv1.LinkState_LINK_STATE_UP
+		}
+		took, err := each(func(name string) error {
+			topo := &v1beta1.Topology{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "lab", Name: name}, topo); err != nil {
+				return err
+			}
+			base := topo.DeepCopy()
+			for i := range topo.Spec.Links {
+				topo.Spec.Links[i].State = ptr.To(s)
+			}
+			return env.Client.Patch(ctx, topo, client.MergeFrom(base))
+		})
+		if err != nil {
+			b.Fatalf("edits: %v", err)
+		}
+		edits = append(edits, took)
+		took, err = each(func(name string) error {
+			topo := &v1beta1.Topology{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "lab", Name: name}, topo); err != nil {
+				return err
+			}
+			pod := &corev1.Pod{}
+			pod.Name, pod.Namespace, pod.UID, pod.Spec.NodeName = name, "lab", types.UID("u-"+name), "node-0"
+			d, err := desiredState(topo, pod, nil)
+			if err != nil {
+				return err
+			}
+			resp := &meshnetv1.ApplyPodResponse{}
+			for _, l := range topo.Spec.Links {
+				resp.Links = append(resp.Links, &meshnetv1.LinkStatus{
+					Interface: l.LocalIntf, Kind: meshnetv1.LinkKind_LINK_KIND_VETH, AdminState: kernelState, Mtu: 1500,
+				})
+			}
+			return r.writeStatus(ctx, topo, convergedStatus(topo, pod, d, resp))
+		})
+		if err != nil {
+			b.Fatalf("status writes: %v", err)
+		}
+		statuses = append(statuses, took)
+		b.Logf("batch %d (%s): edits %v, status writes %v", len(edits)-1, s, edits[len(edits)-1].Round(time.Millisecond), took.Round(time.Millisecond))
+	}
+	b.ReportMetric(MedianSeconds(edits), "edits-s")
+	b.ReportMetric(MedianSeconds(statuses), "status-s")
+	b.ReportMetric(0, "ns/op")
+}
