@@ -97,6 +97,8 @@ type Link struct {
 	MTU *int32 `json:"mtu,omitempty"`
 
 	// State is the link's administrative state; down emulates a cable pull.
+	// Both ends' Topologies may set it: the link is down when either says
+	// down.
 	// +optional
 	State *LinkState `json:"state,omitempty"`
 
@@ -349,6 +351,14 @@ const (
 	ConditionReady    = "Ready"
 	ConditionDegraded = "Degraded"
 )
+
+// PeerHost as a link's peer_pod makes the link a macvlan on the node's NIC
+// named by peer_intf.
+const PeerHost = "localhost"
+
+// HasPodPeer reports whether the other end of l is a pod, with a Topology of
+// its own, rather than the node's NIC (macvlan) or a physical device.
+func (l *Link) HasPodPeer() bool { return l.PeerPod != PeerHost && l.LinkOptions == nil }
 
 // Link returns the spec's link uid, nil when t is nil or has none.
 func (t *Topology) Link(uid int) *Link {

@@ -22,10 +22,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -46,6 +48,10 @@ const FieldOwner = "meshnet-controller"
 // back from a crash during a burst of edits: each failed pass doubles the
 // delay, and once the edits stop only the retry is left.
 const maxRetryDelay = 10 * time.Second
+
+// statusWriteTimeout bounds one status write: half the API server's own
+// request timeout (60s).
+const statusWriteTimeout = 30 * time.Second
 
 // nodeField indexes Topologies by the node of their pod.
 const nodeField = "status.node"
@@ -71,6 +77,8 @@ type Reconciler struct {
 	Resync time.Duration
 	// CallTimeout bounds one ApplyPod.
 	CallTimeout time.Duration
+	// stale carries peers whose status a pass made stale (refreshPeers).
+	stale chan event.GenericEvent
 	// Workers is how many Topologies are reconciled at once (one Topology
 	// is never reconciled twice at once). A pass mostly waits, on ApplyPod
 	// and on the status write, so a batch of edits over many pods converges
@@ -96,6 +104,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	daemonSlices := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetNamespace() == r.Daemons.Namespace && o.GetLabels()[discoveryv1.LabelServiceName] == r.Daemons.Service
 	})
+	r.stale = make(chan event.GenericEvent, 1024)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("topology").
 		WithOptions(crcontroller.Options{
@@ -106,6 +115,8 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		// not change what to apply: reconciling on them would send every
 		// edit to the daemon twice.
 		For(&v1beta1.Topology{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1beta1.Topology{}, peersOfChangedStates, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Channel(r.stale, &handler.EnqueueRequestForObject{})).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
 		})).
@@ -154,7 +165,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	node := pod.Spec.NodeName
 	logger = logger.WithValues("node", node)
 
-	d, err := desiredState(topo, pod)
+	peers, err := r.peerTopologies(ctx, topo)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	d, err := desiredState(topo, pod, peers)
 	if err != nil {
 		r.Recorder.Eventf(topo, nil, corev1.EventTypeWarning, ReasonInvalidSpec, "Apply", "%v", err)
 		return reconcile.Result{}, r.writeStatus(ctx, topo, failedStatus(topo, node, true, ReasonInvalidSpec, err.Error()))
@@ -187,9 +202,88 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	default:
 		return r.fail(ctx, topo, node, ReasonApplyFailed, fmt.Errorf("apply on meshnetd %s: %w", addr, err))
 	}
+	r.refreshPeers(topo, d, peers, resp)
 	st := convergedStatus(topo, pod, d, resp)
 	logger.V(1).Info("applied", "links", len(d.request.Links), "generation", topo.Generation)
 	return reconcile.Result{RequeueAfter: r.Resync}, r.writeStatus(ctx, topo, st)
+}
+
+// refreshPeers has a peer reconciled when this pass set the far end of a
+// VXLAN link to a state the peer's status does not show: only the peer's
+// own pass reads its end back into its status.
+func (r *Reconciler) refreshPeers(topo *v1beta1.Topology, d desired, peers map[string]*v1beta1.Topology, resp *meshnetv1.ApplyPodResponse) {
+	vxlan := map[string]bool{}
+	for _, l := range resp.GetLinks() {
+		vxlan[l.GetInterface()] = l.GetKind() == meshnetv1.LinkKind_LINK_KIND_VXLAN
+	}
+	for i, l := range topo.Spec.Links {
+		sent := d.request.Links[i].State
+		peer := peers[l.PeerPod]
+		ps := peer.LinkStatus(l.UID)
+		if sent == nil || !vxlan[l.LocalIntf] || ps == nil || ps.State == linkStateFromProto(*sent) {
+			continue
+		}
+		select {
+		case r.stale <- event.GenericEvent{Object: peer}:
+		default: // full: the peer's resync reads it back
+		}
+	}
+}
+
+// peerTopologies returns the Topologies of the pods at the other ends of
+// topo's links, by name; a peer without one is left out.
+func (r *Reconciler) peerTopologies(ctx context.Context, topo *v1beta1.Topology) (map[string]*v1beta1.Topology, error) {
+	peers := map[string]*v1beta1.Topology{}
+	for _, l := range topo.Spec.Links {
+		if _, seen := peers[l.PeerPod]; seen || !l.HasPodPeer() {
+			continue
+		}
+		peer := &v1beta1.Topology{}
+		switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: topo.Namespace, Name: l.PeerPod}, peer); {
+		case apierrors.IsNotFound(err):
+			peer = nil
+		case err != nil:
+			return nil, fmt.Errorf("read peer Topology %s/%s: %w", topo.Namespace, l.PeerPod, err)
+		}
+		peers[l.PeerPod] = peer
+	}
+	return peers, nil
+}
+
+// peersOfChangedStates enqueues, for a Topology event, the peers at the
+// other ends of the links whose spec.state it changed: such a link's state
+// is both Topologies' to say (desiredState), so the peer converges too.
+var peersOfChangedStates = handler.Funcs{
+	CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		enqueuePeers(q, nil, e.Object.(*v1beta1.Topology))
+	},
+	UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		enqueuePeers(q, e.ObjectOld.(*v1beta1.Topology), e.ObjectNew.(*v1beta1.Topology))
+	},
+	DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if topo, ok := e.Object.(*v1beta1.Topology); ok {
+			enqueuePeers(q, topo, nil)
+		}
+	},
+}
+
+func enqueuePeers(q workqueue.TypedRateLimitingInterface[reconcile.Request], old, cur *v1beta1.Topology) {
+	stateOf := func(t *v1beta1.Topology, uid int) v1beta1.LinkState {
+		if l := t.Link(uid); l != nil && l.State != nil {
+			return *l.State
+		}
+		return ""
+	}
+	for _, t := range []*v1beta1.Topology{old, cur} {
+		if t == nil {
+			continue
+		}
+		for _, l := range t.Spec.Links {
+			if l.HasPodPeer() && stateOf(old, l.UID) != stateOf(cur, l.UID) {
+				q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: t.Namespace, Name: l.PeerPod}})
+			}
+		}
+	}
 }
 
 // fail records a failed pass and returns the error, so that the work queue
@@ -202,8 +296,12 @@ func (r *Reconciler) fail(ctx context.Context, topo *v1beta1.Topology, node, rea
 	return reconcile.Result{}, err
 }
 
-// writeStatus server-side-applies the controller's status fields.
+// writeStatus server-side-applies the controller's status fields, unless
+// the status says them already.
 func (r *Reconciler) writeStatus(ctx context.Context, topo *v1beta1.Topology, st v1beta1.TopologyStatus) error {
+	if unchanged(topo, st) {
+		return nil
+	}
 	obj := &v1beta1.Topology{Status: st}
 	obj.APIVersion, obj.Kind = v1beta1.GroupVersion.String(), "Topology"
 	obj.Name, obj.Namespace = topo.Name, topo.Namespace
@@ -215,6 +313,10 @@ func (r *Reconciler) writeStatus(ctx context.Context, topo *v1beta1.Topology, st
 	unstructured.RemoveNestedField(u, "metadata", "creationTimestamp")
 	keepZeroValues(u, st)
 	ac := client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u})
+	// A request the API server never answers must not hold a worker for
+	// good; an overloaded one must not see it retried early either.
+	ctx, cancel := context.WithTimeout(ctx, statusWriteTimeout)
+	defer cancel()
 	if err := r.Client.Status().Apply(ctx, ac, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("write status of %s/%s: %w", topo.Namespace, topo.Name, err)
 	}

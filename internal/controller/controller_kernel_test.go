@@ -83,6 +83,62 @@ func TestKernelStateDownVXLAN(t *testing.T) {
 	}
 }
 
+// TestKernelStateConflictDownWins gives one link two states: r1 says down
+// where r2 (veth) and r3 (VXLAN) say up. Down wins on both ends, and stays
+// when the peers are applied again (each side used to push its own view to
+// both VXLAN ends, flapping the link at every resync); once r1 lets go, both
+// links come back up.
+func TestKernelStateConflictDownWins(t *testing.T) {
+	p := newPair(t)
+	mustEdit(t, p.lab, "r2", setState(ptr.To(v1beta1.LinkUp), "eth1"))
+	mustEdit(t, p.lab, "r3", setState(ptr.To(v1beta1.LinkUp), "eth1"))
+	mustEdit(t, p.lab, "r1", func(topo *v1beta1.Topology) {
+		setState(ptr.To(v1beta1.LinkDown), "eth1")(topo)
+		setState(ptr.To(v1beta1.LinkDown), "eth2")(topo)
+	})
+	bothDown := func() {
+		t.Helper()
+		waitKernel(t, p.r1.Netns, "eth1", 10*time.Second, down)
+		waitKernel(t, p.r2.Netns, "eth1", 10*time.Second, down)
+		waitKernel(t, p.r1.Netns, "eth2", 10*time.Second, down)
+		waitKernel(t, p.r3.Netns, "eth1", 10*time.Second, down)
+	}
+	bothDown()
+	held := func(topo *v1beta1.Topology) bool {
+		l := linkStatus(topo, "eth1")
+		ready := condition(&topo.Status, v1beta1.ConditionReady)
+		return converged(topo) && l != nil && l.State == v1beta1.LinkDown && strings.Contains(ready.Message, "eth1 held down by r1")
+	}
+	waitStatus(t, p.lab, "r2", 10*time.Second, held)
+	waitStatus(t, p.lab, "r3", 10*time.Second, held)
+
+	// Applied again (as a resync does), r2 and r3 keep the links down.
+	mustEdit(t, p.lab, "r2", setMTU(ptr.To[int32](1400), "eth1"))
+	mustEdit(t, p.lab, "r3", setMTU(ptr.To[int32](1400), "eth1"))
+	waitStatus(t, p.lab, "r2", 10*time.Second, func(topo *v1beta1.Topology) bool { return held(topo) && linkStatus(topo, "eth1").MTU == 1400 })
+	waitStatus(t, p.lab, "r3", 10*time.Second, func(topo *v1beta1.Topology) bool { return held(topo) && linkStatus(topo, "eth1").MTU == 1400 })
+	bothDown()
+
+	mustEdit(t, p.lab, "r1", func(topo *v1beta1.Topology) {
+		setState(nil, "eth1")(topo)
+		setState(nil, "eth2")(topo)
+	})
+	waitKernel(t, p.r1.Netns, "eth1", 10*time.Second, up)
+	waitKernel(t, p.r2.Netns, "eth1", 10*time.Second, up)
+	waitKernel(t, p.r1.Netns, "eth2", 10*time.Second, up)
+	waitKernel(t, p.r3.Netns, "eth1", 10*time.Second, up)
+	for ip, peer := range map[string]string{"10.0.1.2": "r2", "10.0.2.2": "r3"} {
+		if err := pings(p.r1, ip, 3); err != nil {
+			t.Errorf("to %s after r1 let go: %v", peer, err)
+		}
+		waitStatus(t, p.lab, peer, 10*time.Second, func(topo *v1beta1.Topology) bool {
+			l := linkStatus(topo, "eth1")
+			return converged(topo) && l != nil && l.State == v1beta1.LinkUp &&
+				!strings.Contains(condition(&topo.Status, v1beta1.ConditionReady).Message, "held down")
+		})
+	}
+}
+
 // TestKernelRoutes adds spec.routes and removes them.
 func TestKernelRoutes(t *testing.T) {
 	p := newPair(t)

@@ -26,13 +26,22 @@ type desired struct {
 	managed map[int][]string
 	// routesManaged is true when the request carries spec.routes.
 	routesManaged bool
+	// heldDown is, per link uid, the peer pod whose Topology keeps a link
+	// down that this one wants up.
+	heldDown map[int]string
 }
 
 // desiredState computes the ApplyPod request for pod. Fields the spec sets are
 // sent and so converged exactly; a field the controller applied before and the
 // spec dropped is undone (state back up, netem cleared, routes removed); a
 // field the spec never had is left to runtime callers.
-func desiredState(topo *v1beta1.Topology, pod *corev1.Pod) (desired, error) {
+//
+// A link is one cable with a state in both ends' Topologies: it is down when
+// either says down, as a cable pulled at one end is. peers holds the
+// Topologies of the pods at the other ends, by name; without it the two
+// daemons would each push their own view to both VXLAN ends, and the link
+// would flap at every resync.
+func desiredState(topo *v1beta1.Topology, pod *corev1.Pod, peers map[string]*v1beta1.Topology) (desired, error) {
 	before := map[int][]string{}
 	for _, l := range topo.Status.Links {
 		before[l.UID] = l.Managed
@@ -44,16 +53,25 @@ func desiredState(topo *v1beta1.Topology, pod *corev1.Pod) (desired, error) {
 			PodUid:     string(pod.UID),
 			Generation: topo.Generation,
 		},
-		managed: map[int][]string{},
+		managed:  map[int][]string{},
+		heldDown: map[int]string{},
 	}
 	for i, l := range topo.Spec.Links {
 		spec := &meshnetv1.LinkSpec{Interface: l.LocalIntf}
 		var managed []string
+		held := heldByPeer(topo.Name, l, peers)
 		switch {
 		case l.State != nil:
-			spec.State = linkStateToProto(*l.State).Enum()
+			state := *l.State
+			if state == v1beta1.LinkUp && held {
+				state = v1beta1.LinkDown
+				d.heldDown[l.UID] = l.PeerPod
+			}
+			spec.State = linkStateToProto(state).Enum()
 			managed = append(managed, managedState)
-		case slices.Contains(before[l.UID], managedState):
+		case slices.Contains(before[l.UID], managedState) && !held:
+			// Left to the peer when it holds the link down: its apply
+			// brings both ends up once it lets go.
 			spec.State = meshnetv1.LinkState_LINK_STATE_UP.Enum()
 		}
 		if l.MTU != nil {
@@ -89,6 +107,24 @@ func desiredState(topo *v1beta1.Topology, pod *corev1.Pod) (desired, error) {
 		d.request.Routes = &meshnetv1.RouteSet{}
 	}
 	return d, nil
+}
+
+// heldByPeer reports whether the Topology of l's peer pod sets the same link
+// down.
+func heldByPeer(pod string, l v1beta1.Link, peers map[string]*v1beta1.Topology) bool {
+	peer := peers[l.PeerPod]
+	if peer == nil || !l.HasPodPeer() {
+		return false
+	}
+	pl := peer.Link(l.UID)
+	return pl != nil && pl.PeerPod == pod && pl.State != nil && *pl.State == v1beta1.LinkDown
+}
+
+func linkStateFromProto(s meshnetv1.LinkState) v1beta1.LinkState {
+	if s == meshnetv1.LinkState_LINK_STATE_DOWN {
+		return v1beta1.LinkDown
+	}
+	return v1beta1.LinkUp
 }
 
 func linkStateToProto(s v1beta1.LinkState) meshnetv1.LinkState {

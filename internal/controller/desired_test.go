@@ -1,10 +1,13 @@
 package controller
 
 import (
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
@@ -24,7 +27,7 @@ func TestDesiredSendsOnlyWhatTheSpecSets(t *testing.T) {
 	)
 	pod := &corev1.Pod{}
 	pod.UID = "u1"
-	d, err := desiredState(topo, pod)
+	d, err := desiredState(topo, pod, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +53,7 @@ func TestDesiredUndoesWhatTheSpecDropped(t *testing.T) {
 	topo := topology(v1beta1.Link{UID: 1, LocalIntf: "eth1"})
 	topo.Status.Links = []v1beta1.LinkStatus{{UID: 1, LocalIntf: "eth1", Managed: []string{managedState, managedNetem}}}
 	topo.Status.RoutesManaged = true
-	d, err := desiredState(topo, &corev1.Pod{})
+	d, err := desiredState(topo, &corev1.Pod{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,11 +75,102 @@ func TestDesiredUndoesWhatTheSpecDropped(t *testing.T) {
 func TestDesiredRoutes(t *testing.T) {
 	topo := topology()
 	topo.Spec.Routes = []v1beta1.Route{{Dst: "10.10.0.0/16", Gw: "10.0.0.2"}}
-	d, err := desiredState(topo, &corev1.Pod{})
+	d, err := desiredState(topo, &corev1.Pod{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r := d.request.GetRoutes().GetRoutes(); len(r) != 1 || r[0].GetDst() != "10.10.0.0/16" || r[0].GetGw() != "10.0.0.2" || !d.routesManaged {
 		t.Errorf("routes = %v managed=%v", r, d.routesManaged)
+	}
+}
+
+// TestDesiredLinkDownWhenEitherEndSaysDown checks that a link's state is
+// both ends' to say: down wins, as a cable pulled at one end.
+func TestDesiredLinkDownWhenEitherEndSaysDown(t *testing.T) {
+	down, up := ptr.To(v1beta1.LinkDown), ptr.To(v1beta1.LinkUp)
+	r2 := &v1beta1.Topology{Spec: v1beta1.TopologySpec{Links: []v1beta1.Link{
+		{UID: 1, PeerPod: "r1", LocalIntf: "eth1", PeerIntf: "eth1", State: down},
+		{UID: 2, PeerPod: "r1", LocalIntf: "eth2", PeerIntf: "eth2", State: down},
+		{UID: 3, PeerPod: "r1", LocalIntf: "eth3", PeerIntf: "eth3", State: down},
+		{UID: 4, PeerPod: "r1", LocalIntf: "eth4", PeerIntf: "eth4", State: up},
+		{UID: 5, PeerPod: "r9", LocalIntf: "eth5", PeerIntf: "eth5", State: down}, // uid 5 of another link
+	}}}
+	r2.Name = "r2"
+	topo := topology(
+		v1beta1.Link{UID: 1, PeerPod: "r2", LocalIntf: "eth1", State: up},
+		v1beta1.Link{UID: 2, PeerPod: "r2", LocalIntf: "eth2"},
+		v1beta1.Link{UID: 3, PeerPod: "r2", LocalIntf: "eth3"},
+		v1beta1.Link{UID: 4, PeerPod: "r2", LocalIntf: "eth4", State: down},
+		v1beta1.Link{UID: 5, PeerPod: "r2", LocalIntf: "eth5", State: up},
+		v1beta1.Link{UID: 6, PeerPod: v1beta1.PeerHost, LocalIntf: "eth6", PeerIntf: "eth0", State: up},
+	)
+	topo.Status.Links = []v1beta1.LinkStatus{{UID: 2, LocalIntf: "eth2", Managed: []string{managedState}}}
+	d, err := desiredState(topo, &corev1.Pod{}, map[string]*v1beta1.Topology{"r2": r2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		state   *meshnetv1.LinkState
+		managed bool
+		held    bool
+	}{
+		{meshnetv1.LinkState_LINK_STATE_DOWN.Enum(), true, true}, // up here, down there
+		{nil, false, false}, // dropped here while the peer holds it down: the peer's to undo
+		{nil, false, false}, // never set here: the peer's apply takes both ends down
+		{meshnetv1.LinkState_LINK_STATE_DOWN.Enum(), true, false},
+		{meshnetv1.LinkState_LINK_STATE_UP.Enum(), true, false}, // r2's uid 5 joins r9
+		{meshnetv1.LinkState_LINK_STATE_UP.Enum(), true, false}, // macvlan: no peer Topology
+	}
+	for i, w := range want {
+		l, uid := d.request.Links[i], i+1
+		if (l.State == nil) != (w.state == nil) || (l.State != nil && l.GetState() != *w.state) {
+			t.Errorf("uid %d: state %v, want %v", uid, l.State, w.state)
+		}
+		if got := len(d.managed[uid]) > 0; got != w.managed {
+			t.Errorf("uid %d: managed %v, want %v", uid, d.managed[uid], w.managed)
+		}
+		if _, got := d.heldDown[uid]; got != w.held {
+			t.Errorf("uid %d: held down %v, want %v (%v)", uid, got, w.held, d.heldDown)
+		}
+	}
+}
+
+// TestPeersOfChangedStates checks which peers a Topology event wakes: those
+// of links whose spec.state changed, only.
+func TestPeersOfChangedStates(t *testing.T) {
+	old := topology(
+		v1beta1.Link{UID: 1, PeerPod: "r2", LocalIntf: "eth1"},
+		v1beta1.Link{UID: 2, PeerPod: "r3", LocalIntf: "eth2", State: ptr.To(v1beta1.LinkDown)},
+		v1beta1.Link{UID: 3, PeerPod: v1beta1.PeerHost, LocalIntf: "eth3"},
+	)
+	cur := old.DeepCopy()
+	cur.Spec.Links[0].State = ptr.To(v1beta1.LinkDown)
+	cur.Spec.Links[2].State = ptr.To(v1beta1.LinkDown)
+	cur.Spec.Links[1].MTU = ptr.To[int32](1400)
+	woken := func(old, cur *v1beta1.Topology) []string {
+		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+		defer q.ShutDown()
+		enqueuePeers(q, old, cur)
+		var names []string
+		for q.Len() > 0 {
+			r, _ := q.Get()
+			names = append(names, r.Namespace+"/"+r.Name)
+		}
+		slices.Sort(names)
+		return names
+	}
+	for _, c := range []struct {
+		name     string
+		old, cur *v1beta1.Topology
+		want     []string
+	}{
+		{"update", old, cur, []string{"lab/r2"}},
+		{"create", nil, old, []string{"lab/r3"}},
+		{"delete", cur, nil, []string{"lab/r2", "lab/r3"}},
+		{"no state change", old, old.DeepCopy(), nil},
+	} {
+		if got := woken(c.old, c.cur); !slices.Equal(got, c.want) {
+			t.Errorf("%s: woke %v, want %v", c.name, got, c.want)
+		}
 	}
 }

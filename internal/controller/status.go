@@ -2,9 +2,11 @@ package controller
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -49,7 +51,9 @@ func convergedStatus(topo *v1beta1.Topology, pod *corev1.Pod, d desired, resp *m
 		LinkCount:          int32(len(topo.Spec.Links)),
 		RoutesManaged:      d.routesManaged,
 		ObservedGeneration: topo.Generation,
-		Conditions:         topo.Status.Conditions,
+		// A copy: setCondition changes it in place, and unchanged compares
+		// the result with topo's status.
+		Conditions: slices.Clone(topo.Status.Conditions),
 	}
 	var errs, waiting []string
 	for _, l := range topo.Spec.Links {
@@ -81,7 +85,13 @@ func convergedStatus(topo *v1beta1.Topology, pod *corev1.Pod, d desired, resp *m
 		setCondition(&st, v1beta1.ConditionReady, topo.Generation, metav1.ConditionFalse, ReasonLinksPending, strings.Join(waiting, "; "))
 		setCondition(&st, v1beta1.ConditionDegraded, topo.Generation, metav1.ConditionFalse, ReasonLinksPending, "waiting for peers, not failing")
 	default:
-		setConditions(&st, topo.Generation, metav1.ConditionTrue, ReasonConverged, fmt.Sprintf("%d links as specified", len(topo.Spec.Links)))
+		msg := fmt.Sprintf("%d links as specified", len(topo.Spec.Links))
+		for _, l := range topo.Spec.Links {
+			if peer, ok := d.heldDown[l.UID]; ok {
+				msg += fmt.Sprintf("; %s held down by %s, whose Topology sets it down", l.LocalIntf, peer)
+			}
+		}
+		setConditions(&st, topo.Generation, metav1.ConditionTrue, ReasonConverged, msg)
 	}
 	return st
 }
@@ -91,10 +101,7 @@ func fillFromKernel(ls *v1beta1.LinkStatus, k *meshnetv1.LinkStatus) {
 	if n := k.GetNode(); n != "" {
 		ls.Node = n
 	}
-	ls.State = v1beta1.LinkUp
-	if k.GetAdminState() == meshnetv1.LinkState_LINK_STATE_DOWN {
-		ls.State = v1beta1.LinkDown
-	}
+	ls.State = linkStateFromProto(k.GetAdminState())
 	ls.Carrier = k.GetCarrier()
 	ls.MTU = int32(k.GetMtu())
 	ls.Netem = topoconv.NetemFromProto(k.GetNetem())
@@ -121,6 +128,15 @@ func failedStatus(topo *v1beta1.Topology, node string, degraded bool, reason, me
 	}
 	setCondition(&st, v1beta1.ConditionDegraded, topo.Generation, degradedStatus, reason, message)
 	return st
+}
+
+// unchanged reports whether topo's status already says st, meshnetd's
+// fields aside: a resync that finds the kernel as specified then costs the
+// API server no write.
+func unchanged(topo *v1beta1.Topology, st v1beta1.TopologyStatus) bool {
+	have := topo.Status
+	st.Skipped, st.SrcIP, st.NetNS, st.ContainerID = have.Skipped, have.SrcIP, have.NetNS, have.ContainerID
+	return equality.Semantic.DeepEqual(have, st)
 }
 
 // setConditions sets Ready to ready and Degraded to its opposite.

@@ -3,8 +3,11 @@ package controller
 import (
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
 )
 
@@ -28,5 +31,34 @@ func TestKeepZeroValuesAppliesFalseCarrier(t *testing.T) {
 	}
 	if d, ok := status["down_links"]; !ok || d != int64(0) {
 		t.Errorf("down_links = %v (present %v), want 0", d, ok)
+	}
+}
+
+// TestUnchangedSkipsOnlyWritesThatChangeNothing checks the resync case (the
+// kernel as the status says: no write) and that a change of a link or of a
+// condition is written.
+func TestUnchangedSkipsOnlyWritesThatChangeNothing(t *testing.T) {
+	topo := topology(v1beta1.Link{UID: 1, LocalIntf: "eth1", State: ptr.To(v1beta1.LinkDown)})
+	pod := &corev1.Pod{}
+	pod.UID, pod.Spec.NodeName = "u1", "node-0"
+	d, err := desiredState(topo, pod, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kernel := func(state meshnetv1.LinkState, lastError string) *meshnetv1.ApplyPodResponse {
+		return &meshnetv1.ApplyPodResponse{Links: []*meshnetv1.LinkStatus{{
+			Interface: "eth1", Kind: meshnetv1.LinkKind_LINK_KIND_VETH, AdminState: state, Mtu: 1500, LastError: lastError,
+		}}}
+	}
+	topo.Status = convergedStatus(topo, pod, d, kernel(meshnetv1.LinkState_LINK_STATE_DOWN, ""))
+	topo.Status.SrcIP, topo.Status.ContainerID = "10.0.0.1", "c1" // meshnetd's, not the controller's
+	if st := convergedStatus(topo, pod, d, kernel(meshnetv1.LinkState_LINK_STATE_DOWN, "")); !unchanged(topo, st) {
+		t.Errorf("the same kernel state again is a change:\nhave %+v\nnew  %+v", topo.Status, st)
+	}
+	if st := convergedStatus(topo, pod, d, kernel(meshnetv1.LinkState_LINK_STATE_UP, "")); unchanged(topo, st) {
+		t.Error("a link found up is no change")
+	}
+	if st := convergedStatus(topo, pod, d, kernel(meshnetv1.LinkState_LINK_STATE_DOWN, "busy")); unchanged(topo, st) {
+		t.Error("Ready turning False is no change")
 	}
 }

@@ -244,7 +244,7 @@ func (b *builder) edge(t *v1beta1.Topology, l *v1beta1.Link) *meshnetv1.GraphEdg
 		e.DetailKind = string(v1beta1.LinkKindPhy)
 		e.DetailVni = uint32(l.LinkOptions.VNI)
 		target = b.other("physical:"+l.PeerPod, l.PeerPod, l.LinkOptions.RemoteVTEP, kindPhysical, l.LinkOptions.RemoteVTEP)
-	case l.PeerPod == "localhost":
+	case l.PeerPod == v1beta1.PeerHost:
 		e.DetailKind = string(v1beta1.LinkKindMacvlan)
 		target = b.other("host:"+src.node+":"+l.PeerIntf, l.PeerIntf, src.node, kindHost, "")
 	default:

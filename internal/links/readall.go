@@ -41,22 +41,7 @@ func ReadAll(ns *Netns) (map[string]Interface, error) {
 	for _, l := range ls {
 		a := l.Attrs()
 		byIndex[a.Index] = a.Name
-		s := State{
-			Kind:      l.Type(),
-			AdminUp:   a.Flags&net.FlagUp != 0,
-			Carrier:   a.RawFlags&unix.IFF_LOWER_UP != 0,
-			OperState: a.OperState.String(),
-			MTU:       a.MTU,
-		}
-		if st := a.Statistics; st != nil {
-			s.Counters = Counters{
-				RxBytes: st.RxBytes, TxBytes: st.TxBytes,
-				RxPackets: st.RxPackets, TxPackets: st.TxPackets,
-				RxDropped: st.RxDropped, TxDropped: st.TxDropped,
-				RxErrors: st.RxErrors, TxErrors: st.TxErrors,
-			}
-		}
-		out[a.Name] = Interface{Index: a.Index, State: s}
+		out[a.Name] = Interface{Index: a.Index, State: stateOf(l)}
 	}
 	for _, ad := range addrs {
 		name, ok := byIndex[ad.LinkIndex]
@@ -80,6 +65,58 @@ func ReadAll(ns *Netns) (map[string]Interface, error) {
 		out[name] = i
 	}
 	return out, nil
+}
+
+// Read reads interface name in ns as ReadAll does, with requests for that
+// interface only: what one link's read-back after a change needs in a pod
+// with many. ok is false when ns has no such interface.
+func Read(ns *Netns, name string) (i Interface, ok bool, err error) {
+	l, err := ns.linkByName(name)
+	if err != nil || l == nil {
+		return Interface{}, false, err
+	}
+	addrs, err := retryDump(func() ([]netlink.Addr, error) { return ns.h.AddrList(l, netlink.FAMILY_ALL) })
+	if err != nil {
+		return Interface{}, false, fmt.Errorf("read state: list addresses of %s in netns %s: %w", name, ns.path, err)
+	}
+	qdiscs, err := retryDump(func() ([]netlink.Qdisc, error) { return ns.h.QdiscList(l) })
+	if err != nil {
+		return Interface{}, false, fmt.Errorf("read state: list qdiscs of %s in netns %s: %w", name, ns.path, err)
+	}
+	i = Interface{Index: l.Attrs().Index, State: stateOf(l)}
+	for _, ad := range addrs {
+		if p, ok := prefixOf(ad.IPNet); ok {
+			i.Addrs = append(i.Addrs, p)
+		}
+	}
+	for _, q := range qdiscs {
+		if a := q.Attrs(); a.Parent == netlink.HANDLE_ROOT {
+			i.RootQdisc, i.RootHandle = q.Type(), a.Handle
+		}
+	}
+	return i, true, nil
+}
+
+// stateOf is what a link message says of an interface's state; addresses
+// come from their own dump.
+func stateOf(l netlink.Link) State {
+	a := l.Attrs()
+	s := State{
+		Kind:      l.Type(),
+		AdminUp:   a.Flags&net.FlagUp != 0,
+		Carrier:   a.RawFlags&unix.IFF_LOWER_UP != 0,
+		OperState: a.OperState.String(),
+		MTU:       a.MTU,
+	}
+	if st := a.Statistics; st != nil {
+		s.Counters = Counters{
+			RxBytes: st.RxBytes, TxBytes: st.TxBytes,
+			RxPackets: st.RxPackets, TxPackets: st.TxPackets,
+			RxDropped: st.RxDropped, TxDropped: st.TxDropped,
+			RxErrors: st.RxErrors, TxErrors: st.TxErrors,
+		}
+	}
+	return s
 }
 
 // SetMTU sets the MTU of interface name in ns; setting the MTU it already

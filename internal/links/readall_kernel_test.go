@@ -53,6 +53,20 @@ func TestKernelReadAll(t *testing.T) {
 	if e := all["lo"]; e.RootHandle != 0 {
 		t.Errorf("lo root qdisc %s %x, want the kernel's default (handle 0)", e.RootQdisc, e.RootHandle)
 	}
+	// Read of one interface says what ReadAll says of it.
+	for name, want := range all {
+		got, ok, err := Read(a, name)
+		if err != nil || !ok {
+			t.Fatalf("Read %s: %v (found %v)", name, err, ok)
+		}
+		got.Counters, want.Counters = Counters{}, Counters{}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: Read %+v, ReadAll %+v", name, got, want)
+		}
+	}
+	if _, ok, err := Read(a, "eth9"); ok || err != nil {
+		t.Errorf("Read of a missing interface: found %v, error %v; want not found and no error", ok, err)
+	}
 
 	if err := SetMTU(a, "eth1", 1300); err != nil {
 		t.Fatal(err)

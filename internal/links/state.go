@@ -2,7 +2,6 @@ package links
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"time"
 
@@ -38,29 +37,14 @@ func ReadState(ns *Netns, name string) (State, error) {
 	if l == nil {
 		return State{}, fmt.Errorf("read state: no interface %s in netns %s", name, ns.path)
 	}
-	a := l.Attrs()
 	addrs, err := retryDump(func() ([]netlink.Addr, error) { return ns.h.AddrList(l, netlink.FAMILY_ALL) })
 	if err != nil {
 		return State{}, fmt.Errorf("read state: list addresses of %s in netns %s: %w", name, ns.path, err)
 	}
-	s := State{
-		Kind:      l.Type(),
-		AdminUp:   a.Flags&net.FlagUp != 0,
-		Carrier:   a.RawFlags&unix.IFF_LOWER_UP != 0,
-		OperState: a.OperState.String(),
-		MTU:       a.MTU,
-	}
+	s := stateOf(l)
 	for _, ad := range addrs {
 		if p, ok := prefixOf(ad.IPNet); ok {
 			s.Addrs = append(s.Addrs, p)
-		}
-	}
-	if st := a.Statistics; st != nil {
-		s.Counters = Counters{
-			RxBytes: st.RxBytes, TxBytes: st.TxBytes,
-			RxPackets: st.RxPackets, TxPackets: st.TxPackets,
-			RxDropped: st.RxDropped, TxDropped: st.TxDropped,
-			RxErrors: st.RxErrors, TxErrors: st.TxErrors,
 		}
 	}
 	return s, nil

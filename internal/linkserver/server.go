@@ -521,7 +521,7 @@ func (s *Server) readPod(p podstore.Pod, only string) ([]*meshnetv1.LinkStatus, 
 		return out, nil
 	}
 	defer n.Close()
-	ifaces, err := links.ReadAll(n.links)
+	ifaces, err := readInterfaces(n.links, only)
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
@@ -563,6 +563,18 @@ func (s *Server) readPod(p podstore.Pod, only string) ([]*meshnetv1.LinkStatus, 
 	}
 	slices.SortFunc(out, func(a, b *meshnetv1.LinkStatus) int { return strings.Compare(a.Interface, b.Interface) })
 	return out, nil
+}
+
+// readInterfaces reads every interface of ns, or only the one named only.
+func readInterfaces(ns *links.Netns, only string) (map[string]links.Interface, error) {
+	if only == "" {
+		return links.ReadAll(ns)
+	}
+	i, ok, err := links.Read(ns, only)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return map[string]links.Interface{only: i}, nil
 }
 
 func joinMsg(a, b string) string {

@@ -38,7 +38,7 @@ import (
 
 // Localhost as an endpoint's name makes the endpoint the node's NIC: the pod
 // at the other end gets a macvlan on it.
-const Localhost = "localhost"
+const Localhost = v1beta1.PeerHost
 
 // MaxLinksPerPod is the Topology CRD's limit on spec.links.
 const MaxLinksPerPod = 1024

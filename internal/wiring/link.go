@@ -16,16 +16,13 @@ import (
 	"github.com/meshnet/meshnet/internal/podstore"
 )
 
-// localhost as peer_pod makes a link a macvlan on the node NIC peer_intf.
-const localhost = "localhost"
-
 // kindOf is how a link is made, as far as its spec alone tells: a link to
 // a pod is veth or vxlan depending on where the peer runs.
 func kindOf(l v1beta1.Link) v1beta1.LinkKind {
 	switch {
 	case l.LinkOptions != nil:
 		return v1beta1.LinkKindPhy
-	case l.PeerPod == localhost:
+	case l.PeerPod == v1beta1.PeerHost:
 		return v1beta1.LinkKindMacvlan
 	}
 	return ""

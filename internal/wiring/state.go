@@ -75,7 +75,9 @@ func (s peerServer) SetRemoteState(ctx context.Context, req *meshnetv1.SetRemote
 	if err != nil {
 		return nil, err
 	}
-	w.log.Info("remote end state set for peer", "pod", k.String(), "link", uid, "intf", intf, "state", req.GetState().String(), "node", w.cfg.NodeName)
-	w.status.Add(k)
+	// SetEndState logged a change. The pod's status is the controller's to
+	// keep after ADD: it reconciles the peers of a link whose state it
+	// changes, and reads every pod back at its resync.
+	w.log.Debug("remote end state set for peer", "pod", k.String(), "link", uid, "intf", intf, "state", req.GetState().String(), "node", w.cfg.NodeName)
 	return &meshnetv1.SetRemoteStateResponse{Link: ls}, nil
 }
