@@ -115,7 +115,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		// not change what to apply: reconciling on them would send every
 		// edit to the daemon twice.
 		For(&v1beta1.Topology{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&v1beta1.Topology{}, peersOfChangedStates, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1beta1.Topology{}, r.peersOfChangedStates(), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.stale, &handler.EnqueueRequestForObject{})).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
@@ -197,31 +197,40 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return r.fail(ctx, topo, node, ReasonDaemonUnavailable, fmt.Errorf("apply on meshnetd %s: %w", addr, err))
 	case codes.NotFound:
 		// The CNI has not wired the pod on its node yet; its ADD will.
-		return reconcile.Result{RequeueAfter: time.Second}, r.writeStatus(ctx, topo,
-			failedStatus(topo, node, false, ReasonLinksPending, "waiting for the pod's CNI ADD on "+node))
+		return requeueAfter(time.Second, r.writeStatus(ctx, topo,
+			failedStatus(topo, node, false, ReasonLinksPending, "waiting for the pod's CNI ADD on "+node)))
 	default:
 		return r.fail(ctx, topo, node, ReasonApplyFailed, fmt.Errorf("apply on meshnetd %s: %w", addr, err))
 	}
-	r.refreshPeers(topo, d, peers, resp)
+	r.refreshPeers(topo, peers, resp)
 	st := convergedStatus(topo, pod, d, resp)
 	logger.V(1).Info("applied", "links", len(d.request.Links), "generation", topo.Generation)
-	return reconcile.Result{RequeueAfter: r.Resync}, r.writeStatus(ctx, topo, st)
+	return requeueAfter(r.Resync, r.writeStatus(ctx, topo, st))
 }
 
-// refreshPeers has a peer reconciled when this pass set the far end of a
-// VXLAN link to a state the peer's status does not show: only the peer's
-// own pass reads its end back into its status.
-func (r *Reconciler) refreshPeers(topo *v1beta1.Topology, d desired, peers map[string]*v1beta1.Topology, resp *meshnetv1.ApplyPodResponse) {
-	vxlan := map[string]bool{}
-	for _, l := range resp.GetLinks() {
-		vxlan[l.GetInterface()] = l.GetKind() == meshnetv1.LinkKind_LINK_KIND_VXLAN
+// requeueAfter has the pass run again after d, or, when err is set, after
+// the work queue's backoff: controller-runtime ignores d with an error.
+func requeueAfter(d time.Duration, err error) (reconcile.Result, error) {
+	if err != nil {
+		return reconcile.Result{}, err
 	}
-	for i, l := range topo.Spec.Links {
-		sent := d.request.Links[i].State
-		peer := peers[l.PeerPod]
-		ps := peer.LinkStatus(l.UID)
-		if sent == nil || !vxlan[l.LocalIntf] || ps == nil || ps.State == linkStateFromProto(*sent) {
+	return reconcile.Result{RequeueAfter: d}, nil
+}
+
+// refreshPeers has a peer reconciled when this pass changed its end of a
+// VXLAN link: only the peer's own pass reads that end back into its status.
+// A pass that found the far end as wanted wakes nobody, so two ends that
+// both hold a link down settle instead of waking each other. A far end
+// changed by a pass that then failed is read back at the peer's resync.
+func (r *Reconciler) refreshPeers(topo *v1beta1.Topology, peers map[string]*v1beta1.Topology, resp *meshnetv1.ApplyPodResponse) {
+	for _, res := range resp.GetResults() {
+		l := topo.Link(int(res.GetUid()))
+		if !res.GetPeerEndChanged() || l == nil {
 			continue
+		}
+		peer := peers[l.PeerPod]
+		if peer == nil {
+			continue // no Topology: no status to refresh
 		}
 		select {
 		case r.stale <- event.GenericEvent{Object: peer}:
@@ -252,22 +261,33 @@ func (r *Reconciler) peerTopologies(ctx context.Context, topo *v1beta1.Topology)
 
 // peersOfChangedStates enqueues, for a Topology event, the peers at the
 // other ends of the links whose spec.state it changed: such a link's state
-// is both Topologies' to say (desiredState), so the peer converges too.
-var peersOfChangedStates = handler.Funcs{
-	CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		enqueuePeers(q, nil, e.Object.(*v1beta1.Topology))
-	},
-	UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		enqueuePeers(q, e.ObjectOld.(*v1beta1.Topology), e.ObjectNew.(*v1beta1.Topology))
-	},
-	DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		if topo, ok := e.Object.(*v1beta1.Topology); ok {
-			enqueuePeers(q, topo, nil)
+// is both Topologies' to say (desiredState), so the peer converges too,
+// unless its own spec holds the link down whatever this one says.
+func (r *Reconciler) peersOfChangedStates() handler.Funcs {
+	peer := func(ctx context.Context, key types.NamespacedName) *v1beta1.Topology {
+		t := &v1beta1.Topology{}
+		if err := r.Client.Get(ctx, key, t); err != nil {
+			return nil // gone, or not seen yet: its own event reconciles it
 		}
-	},
+		return t
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueuePeers(ctx, q, nil, e.Object.(*v1beta1.Topology), peer)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueuePeers(ctx, q, e.ObjectOld.(*v1beta1.Topology), e.ObjectNew.(*v1beta1.Topology), peer)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if topo, ok := e.Object.(*v1beta1.Topology); ok {
+				enqueuePeers(ctx, q, topo, nil, peer)
+			}
+		},
+	}
 }
 
-func enqueuePeers(q workqueue.TypedRateLimitingInterface[reconcile.Request], old, cur *v1beta1.Topology) {
+func enqueuePeers(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], old, cur *v1beta1.Topology,
+	peer func(context.Context, types.NamespacedName) *v1beta1.Topology) {
 	stateOf := func(t *v1beta1.Topology, uid int) v1beta1.LinkState {
 		if l := t.Link(uid); l != nil && l.State != nil {
 			return *l.State
@@ -279,8 +299,12 @@ func enqueuePeers(q workqueue.TypedRateLimitingInterface[reconcile.Request], old
 			continue
 		}
 		for _, l := range t.Spec.Links {
-			if l.HasPodPeer() && stateOf(old, l.UID) != stateOf(cur, l.UID) {
-				q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: t.Namespace, Name: l.PeerPod}})
+			if !l.HasPodPeer() || stateOf(old, l.UID) == stateOf(cur, l.UID) {
+				continue
+			}
+			key := types.NamespacedName{Namespace: t.Namespace, Name: l.PeerPod}
+			if p := peer(ctx, key); p != nil && stateOf(p, l.UID) != v1beta1.LinkDown {
+				q.Add(reconcile.Request{NamespacedName: key})
 			}
 		}
 	}

@@ -1,12 +1,15 @@
 package controller
 
 import (
+	"context"
 	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
@@ -136,21 +139,31 @@ func TestDesiredLinkDownWhenEitherEndSaysDown(t *testing.T) {
 }
 
 // TestPeersOfChangedStates checks which peers a Topology event wakes: those
-// of links whose spec.state changed, only.
+// of links whose spec.state changed, unless the peer holds the link down
+// itself.
 func TestPeersOfChangedStates(t *testing.T) {
 	old := topology(
 		v1beta1.Link{UID: 1, PeerPod: "r2", LocalIntf: "eth1"},
 		v1beta1.Link{UID: 2, PeerPod: "r3", LocalIntf: "eth2", State: ptr.To(v1beta1.LinkDown)},
 		v1beta1.Link{UID: 3, PeerPod: v1beta1.PeerHost, LocalIntf: "eth3"},
+		v1beta1.Link{UID: 4, PeerPod: "r4", LocalIntf: "eth4"},
+		v1beta1.Link{UID: 5, PeerPod: "r5", LocalIntf: "eth5"},
 	)
 	cur := old.DeepCopy()
-	cur.Spec.Links[0].State = ptr.To(v1beta1.LinkDown)
-	cur.Spec.Links[2].State = ptr.To(v1beta1.LinkDown)
+	for _, i := range []int{0, 2, 3, 4} {
+		cur.Spec.Links[i].State = ptr.To(v1beta1.LinkDown)
+	}
 	cur.Spec.Links[1].MTU = ptr.To[int32](1400)
+	peers := map[string]*v1beta1.Topology{
+		"r2": topology(v1beta1.Link{UID: 1, PeerPod: "r1", LocalIntf: "eth1", State: ptr.To(v1beta1.LinkUp)}),
+		"r3": topology(v1beta1.Link{UID: 2, PeerPod: "r1", LocalIntf: "eth1"}),
+		"r4": topology(v1beta1.Link{UID: 4, PeerPod: "r1", LocalIntf: "eth1", State: ptr.To(v1beta1.LinkDown)}),
+		// r5 has no Topology
+	}
 	woken := func(old, cur *v1beta1.Topology) []string {
 		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 		defer q.ShutDown()
-		enqueuePeers(q, old, cur)
+		enqueuePeers(context.Background(), q, old, cur, func(_ context.Context, k types.NamespacedName) *v1beta1.Topology { return peers[k.Name] })
 		var names []string
 		for q.Len() > 0 {
 			r, _ := q.Get()
@@ -164,7 +177,7 @@ func TestPeersOfChangedStates(t *testing.T) {
 		old, cur *v1beta1.Topology
 		want     []string
 	}{
-		{"update", old, cur, []string{"lab/r2"}},
+		{"update", old, cur, []string{"lab/r2"}}, // r4 holds uid 4 down itself
 		{"create", nil, old, []string{"lab/r3"}},
 		{"delete", cur, nil, []string{"lab/r2", "lab/r3"}},
 		{"no state change", old, old.DeepCopy(), nil},
@@ -172,5 +185,37 @@ func TestPeersOfChangedStates(t *testing.T) {
 		if got := woken(c.old, c.cur); !slices.Equal(got, c.want) {
 			t.Errorf("%s: woke %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestRefreshPeersOnlyWhereTheFarEndChanged checks that a pass wakes the
+// peers whose end it changed, and no others: two ends holding one link down
+// must not wake each other for ever.
+func TestRefreshPeersOnlyWhereTheFarEndChanged(t *testing.T) {
+	topo := topology(
+		v1beta1.Link{UID: 1, PeerPod: "r2", LocalIntf: "eth1"},
+		v1beta1.Link{UID: 2, PeerPod: "r3", LocalIntf: "eth2"},
+		v1beta1.Link{UID: 3, PeerPod: "r4", LocalIntf: "eth3"},
+	)
+	peer := func(name string) *v1beta1.Topology {
+		p := topology()
+		p.Name = name
+		return p
+	}
+	peers := map[string]*v1beta1.Topology{"r2": peer("r2"), "r3": peer("r3")} // r4 has no Topology
+	resp := &meshnetv1.ApplyPodResponse{Results: []*meshnetv1.LinkResult{
+		{Uid: 1, Interface: "eth1", PeerEndChanged: true},
+		{Uid: 2, Interface: "eth2"},
+		{Uid: 3, Interface: "eth3", PeerEndChanged: true},
+	}}
+	r := &Reconciler{stale: make(chan event.GenericEvent, 8)}
+	r.refreshPeers(topo, peers, resp)
+	close(r.stale)
+	var woken []string
+	for e := range r.stale {
+		woken = append(woken, e.Object.GetName())
+	}
+	if !slices.Equal(woken, []string{"r2"}) {
+		t.Fatalf("woken %v, want [r2]", woken)
 	}
 }

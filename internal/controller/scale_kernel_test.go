@@ -3,12 +3,14 @@
 package controller_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -137,51 +139,32 @@ func (m *mesh) editAll(t testing.TB, s v1beta1.LinkState) error {
 // this 2-core machine, and the measurement must not slow what it measures.
 func (m *mesh) watchKernel(ctx context.Context, s v1beta1.LinkState) (wait func() (time.Time, error), err error) {
 	want := s == v1beta1.LinkUp
-	type result struct {
-		at  time.Time
-		err error
-	}
-	results := make(chan result, len(m.pods))
+	results := make(chan kernelResult, len(m.pods))
 	for _, p := range m.pods {
 		h, err := netns.GetFromPath(p.Netns)
 		if err != nil {
 			return nil, fmt.Errorf("open netns of lab/%s: %w", p.Name, err)
 		}
-		updates := make(chan netlink.LinkUpdate, 1024)
-		done := make(chan struct{})
-		if err := netlink.LinkSubscribeWithOptions(updates, done, netlink.LinkSubscribeOptions{Namespace: &h, ListExisting: true}); err != nil {
+		updates, done, err := subscribeLinks(h)
+		if err != nil {
 			h.Close()
 			return nil, fmt.Errorf("subscribe to links of lab/%s: %w", p.Name, err)
 		}
-		left := map[string]bool{}
-		for _, intf := range m.ends[p.Name] {
-			left[intf] = true
-		}
 		go func() {
 			defer h.Close()
-			defer close(done)
 			for {
-				select {
-				case u, ok := <-updates:
-					if !ok {
-						results <- result{err: fmt.Errorf("lab/%s: link updates ended", p.Name)}
-						return
-					}
-					attrs := u.Link.Attrs()
-					if !slices.Contains(m.ends[p.Name], attrs.Name) {
-						continue
-					}
-					if (attrs.Flags&net.FlagUp != 0) == want {
-						delete(left, attrs.Name)
-					} else {
-						left[attrs.Name] = true
-					}
-					if len(left) == 0 {
-						results <- result{at: time.Now()}
-						return
-					}
-				case <-ctx.Done():
-					results <- result{err: fmt.Errorf("lab/%s: %d interfaces not %s in the kernel, e.g. %v", p.Name, len(left), s, slices.Sorted(maps.Keys(left))[0])}
+				r, lost := m.follow(ctx, p.Name, updates, want)
+				close(done)
+				if !lost {
+					results <- r
+					return
+				}
+				// The socket overflowed in the batch's burst of link
+				// messages: subscribe again, and its dump says where every
+				// end is now.
+				var err error
+				if updates, done, err = subscribeLinks(h); err != nil {
+					results <- kernelResult{err: fmt.Errorf("subscribe to links of lab/%s again: %w", p.Name, err)}
 					return
 				}
 			}
@@ -201,6 +184,54 @@ func (m *mesh) watchKernel(ctx context.Context, s v1beta1.LinkState) (wait func(
 	}, nil
 }
 
+// kernelResult is when one pod had every end as wanted.
+type kernelResult struct {
+	at  time.Time
+	err error
+}
+
+// subscribeLinks subscribes to the link updates of netns h, starting with a
+// dump of every link.
+func subscribeLinks(h netns.NsHandle) (<-chan netlink.LinkUpdate, chan struct{}, error) {
+	updates := make(chan netlink.LinkUpdate, 1024)
+	done := make(chan struct{})
+	err := netlink.LinkSubscribeWithOptions(updates, done, netlink.LinkSubscribeOptions{
+		Namespace: &h, ListExisting: true, ReceiveBufferSize: 1 << 20,
+	})
+	return updates, done, err
+}
+
+// follow reads a pod's link updates until every end of it is up (want) or
+// down. lost is true when the updates ended before that.
+func (m *mesh) follow(ctx context.Context, pod string, updates <-chan netlink.LinkUpdate, want bool) (r kernelResult, lost bool) {
+	left := map[string]bool{}
+	for _, intf := range m.ends[pod] {
+		left[intf] = true
+	}
+	for {
+		select {
+		case u, ok := <-updates:
+			if !ok {
+				return kernelResult{}, true
+			}
+			attrs := u.Link.Attrs()
+			if !slices.Contains(m.ends[pod], attrs.Name) {
+				continue
+			}
+			if (attrs.Flags&net.FlagUp != 0) == want {
+				delete(left, attrs.Name)
+			} else {
+				left[attrs.Name] = true
+			}
+			if len(left) == 0 {
+				return kernelResult{at: time.Now()}, false
+			}
+		case <-ctx.Done():
+			return kernelResult{err: fmt.Errorf("lab/%s: %d interfaces not as wanted in the kernel, e.g. %v", pod, len(left), slices.Sorted(maps.Keys(left))[0])}, false
+		}
+	}
+}
+
 // waitStatus waits until every Topology is converged (observed generation,
 // Ready) with a status for each of its links that ok accepts.
 func (m *mesh) waitStatus(ctx context.Context, ok func(*v1beta1.Topology) bool) error {
@@ -209,16 +240,31 @@ func (m *mesh) waitStatus(ctx context.Context, ok func(*v1beta1.Topology) bool) 
 			return fmt.Sprintf("%d Topologies, have %d", len(m.pods), len(topos))
 		}
 		var bad []string
+		var first *v1beta1.Topology
 		for _, topo := range topos {
 			if !converged(topo) || len(topo.Status.Links) != len(topo.Spec.Links) || !ok(topo) {
 				bad = append(bad, topo.Name)
+				first = cmp.Or(first, topo)
 			}
 		}
 		if len(bad) > 0 {
-			return fmt.Sprintf("%d Topologies to converge, e.g. %v", len(bad), bad[:min(len(bad), 10)])
+			return fmt.Sprintf("%d Topologies to converge, e.g. %v; %s", len(bad), bad[:min(len(bad), 10)], describe(first))
 		}
 		return ""
 	})
+}
+
+// describe says where a Topology's status stands, for a failed wait.
+func describe(topo *v1beta1.Topology) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: generation %d, observed %d", topo.Name, topo.Generation, topo.Status.ObservedGeneration)
+	for _, c := range topo.Status.Conditions {
+		fmt.Fprintf(&b, ", %s=%s (%s, generation %d): %s", c.Type, c.Status, c.Reason, c.ObservedGeneration, c.Message)
+	}
+	for _, l := range topo.Status.Links {
+		fmt.Fprintf(&b, ", %s %s", l.LocalIntf, l.State)
+	}
+	return b.String()
 }
 
 func allLinks(s v1beta1.LinkState) func(*v1beta1.Topology) bool {

@@ -125,9 +125,14 @@ const settleTimeout = 2 * time.Second
 // attached, and the oper state set, later by the link watch work; until then
 // the interface drops what it sends. This bites the veth end brought up
 // first: it gains carrier only when its peer comes up.
+//
+// The poll backs off from 5ms to 100ms: the link watch often acts within a
+// few milliseconds, but runs for non-urgent events (veth and vxlan ends) at
+// most once a second, and hundreds of ends waiting on it in a batch must not
+// spin on netlink.
 func settle(ns *Netns, name string) error {
 	deadline := time.Now().Add(settleTimeout)
-	for {
+	for pause := 5 * time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
 		l, err := ns.linkByName(name)
 		if err != nil || l == nil {
 			return err
@@ -141,6 +146,6 @@ func settle(ns *Netns, name string) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s in netns %s has carrier but is still oper %s after %v", name, ns.path, a.OperState, settleTimeout)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(pause)
 	}
 }

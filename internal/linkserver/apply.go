@@ -163,6 +163,7 @@ func (s *Server) apply(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*me
 	// Far ends after the local locks are released (see setAdmin), all at
 	// once: each waits on its peer node and on the peer pod's locks.
 	far := make([]error, len(plans))
+	farChanged := make([]bool, len(plans))
 	var wg sync.WaitGroup
 	for i, pl := range plans {
 		if !pl.wired || pl.spec.State == nil || pl.link.Kind != "vxlan" {
@@ -170,12 +171,18 @@ func (s *Server) apply(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*me
 		}
 		up := pl.spec.GetState() == meshnetv1.LinkState_LINK_STATE_UP
 		wg.Go(func() {
-			if err := s.remote.SetRemoteState(ctx, pl.link, p.Key(), up); err != nil {
+			changed, err := s.remote.SetRemoteState(ctx, pl.link, p.Key(), up)
+			if err != nil {
 				far[i] = fmt.Errorf("%s: peer's end: %w", pl.link.LocalIntf, err)
 			}
+			farChanged[i] = changed
 		})
 	}
 	wg.Wait()
+	peerEndChanged := map[string]bool{}
+	for i, pl := range plans {
+		peerEndChanged[pl.link.LocalIntf] = farChanged[i]
+	}
 	for _, err := range far {
 		if err != nil {
 			failed = append(failed, err)
@@ -192,7 +199,7 @@ func (s *Server) apply(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*me
 	for _, l := range p.Links {
 		resp.Results = append(resp.Results, &meshnetv1.LinkResult{
 			Interface: l.LocalIntf, Uid: uint32(l.UID), Kind: kinds[l.Kind], Peer: peerOf(p, l),
-			Phase: meshnetv1.LinkPhase_LINK_PHASE_READY,
+			Phase: meshnetv1.LinkPhase_LINK_PHASE_READY, PeerEndChanged: peerEndChanged[l.LocalIntf],
 		})
 	}
 	for _, pl := range plans {

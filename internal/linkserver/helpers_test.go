@@ -120,11 +120,11 @@ func addr(s string) netip.Addr  { return netip.MustParseAddr(s) }
 // PeerService client instead.
 type directPeer struct{ peer *linkserver.Server }
 
-func (d directPeer) SetRemoteState(ctx context.Context, l podstore.Link, pod podstore.Key, isUp bool) error {
+func (d directPeer) SetRemoteState(ctx context.Context, l podstore.Link, pod podstore.Key, isUp bool) (bool, error) {
 	state := down
 	if isUp {
 		state = up
 	}
-	_, err := d.peer.SetEndState(ctx, podstore.Key{Namespace: pod.Namespace, Name: l.PeerPod}, l.PeerIntf, state)
-	return err
+	_, changed, err := d.peer.SetEndState(ctx, podstore.Key{Namespace: pod.Namespace, Name: l.PeerPod}, l.PeerIntf, state)
+	return changed, err
 }

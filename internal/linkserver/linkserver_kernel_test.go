@@ -176,6 +176,26 @@ func TestKernelVXLANCablePull(t *testing.T) {
 	}
 	mustPing(t, p1, "10.0.0.2")
 	mustPing(t, p2, "10.0.0.1")
+
+	// ApplyPod says when it changed the far end, whose pod's status then
+	// needs reading back, and only then.
+	apply := func(s meshnetv1.LinkState) bool {
+		t.Helper()
+		resp, err := c.ApplyPod(ctx, &meshnetv1.ApplyPodRequest{Namespace: ns, Pod: "r1", Links: []*meshnetv1.LinkSpec{{Interface: "eth1", State: &s}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetResults()[0].GetPeerEndChanged()
+	}
+	if !apply(down) || mustState(t, p2, "eth1").AdminUp {
+		t.Fatal("ApplyPod down: r2 eth1 not taken down, or not reported as changed")
+	}
+	if apply(down) {
+		t.Fatal("repeated ApplyPod down reports the far end changed")
+	}
+	if !apply(up) || !mustState(t, p2, "eth1").AdminUp {
+		t.Fatal("ApplyPod up: r2 eth1 not brought up, or not reported as changed")
+	}
 }
 
 // TestKernelSetRoutes replaces the managed route set: additions,

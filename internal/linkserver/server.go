@@ -39,8 +39,9 @@ import (
 // both nodes. The wiring's PeerService client satisfies it.
 type RemoteEnds interface {
 	// SetRemoteState sets the admin state of the peer's end of link, a
-	// VXLAN link of pod on this node.
-	SetRemoteState(ctx context.Context, link podstore.Link, pod podstore.Key, up bool) error
+	// VXLAN link of pod on this node; changed is false when it was so
+	// already.
+	SetRemoteState(ctx context.Context, link podstore.Link, pod podstore.Key, up bool) (changed bool, err error)
 }
 
 // Config is what a Server works on.
@@ -206,9 +207,10 @@ func changeAdmin(n *podNetns, st *podState, intf string, up bool) (bool, error) 
 // setAdmin changes a link's admin state on this node and, when remote is
 // set and the link is VXLAN, its far end. The far end is called after the
 // local locks are released, so that two nodes changing both ends of one link
-// at once cannot wait on each other.
-func (s *Server) setAdmin(ctx context.Context, p podstore.Pod, l podstore.Link, up, remote bool) error {
-	err := func() error {
+// at once cannot wait on each other. changed is whether this node's end
+// changed.
+func (s *Server) setAdmin(ctx context.Context, p podstore.Pod, l podstore.Link, up, remote bool) (changed bool, err error) {
+	err = func() error {
 		defer s.lockPod(p.Key(), []string{l.LocalIntf})()
 		st, err := s.states.load(p)
 		if err != nil {
@@ -219,7 +221,7 @@ func (s *Server) setAdmin(ctx context.Context, p podstore.Pod, l podstore.Link, 
 			return err
 		}
 		defer n.Close()
-		changed, err := changeAdmin(n, &st, l.LocalIntf, up)
+		changed, err = changeAdmin(n, &st, l.LocalIntf, up)
 		if err != nil {
 			return kernelErr(err)
 		}
@@ -232,17 +234,17 @@ func (s *Server) setAdmin(ctx context.Context, p podstore.Pod, l podstore.Link, 
 		return nil
 	}()
 	if err != nil || !remote || l.Kind != "vxlan" {
-		return err
+		return changed, err
 	}
-	if err := s.remote.SetRemoteState(ctx, l, p.Key(), up); err != nil {
+	if _, err := s.remote.SetRemoteState(ctx, l, p.Key(), up); err != nil {
 		code := status.Code(err)
 		if code == codes.Unknown || code == codes.OK {
 			code = codes.Unavailable
 		}
-		return status.Errorf(code, "pod %s link %s: this end is set, but setting the peer's end (pod %s on node %s) failed: %v",
+		return changed, status.Errorf(code, "pod %s link %s: this end is set, but setting the peer's end (pod %s on node %s) failed: %v",
 			p.Key(), l.LocalIntf, l.PeerPod, l.PeerNodeIP, err)
 	}
-	return nil
+	return changed, nil
 }
 
 // SetLinkState implements meshnetv1.LinkServiceServer.
@@ -262,7 +264,7 @@ func (s *Server) SetLinkState(ctx context.Context, req *meshnetv1.SetLinkStateRe
 	if err := s.needRemote(p, l); err != nil {
 		return nil, err
 	}
-	if err := s.setAdmin(ctx, p, l, req.GetState() == meshnetv1.LinkState_LINK_STATE_UP, true); err != nil {
+	if _, err := s.setAdmin(ctx, p, l, req.GetState() == meshnetv1.LinkState_LINK_STATE_UP, true); err != nil {
 		return nil, err
 	}
 	ls, err := s.readLink(p, l.LocalIntf)
@@ -281,23 +283,25 @@ func (s *Server) needRemote(p podstore.Pod, l podstore.Link) error {
 
 // SetEndState sets the admin state of this node's end of a link and nothing
 // else: what PeerService.SetRemoteState does for a peer node's meshnetd.
-func (s *Server) SetEndState(ctx context.Context, pod podstore.Key, intf string, state meshnetv1.LinkState) (*meshnetv1.LinkStatus, error) {
+// changed is false when the end was in that state already.
+func (s *Server) SetEndState(ctx context.Context, pod podstore.Key, intf string, state meshnetv1.LinkState) (_ *meshnetv1.LinkStatus, changed bool, err error) {
 	var v violations
 	v.namespace(pod.Namespace)
 	v.pod("pod", pod.Name)
 	v.ifname("interface", intf)
 	v.state("state", state)
 	if err := v.err(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	p, l, err := s.lookupLink(pod.Namespace, pod.Name, intf)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	if err := s.setAdmin(ctx, p, l, state == meshnetv1.LinkState_LINK_STATE_UP, false); err != nil {
-		return nil, err
+	if changed, err = s.setAdmin(ctx, p, l, state == meshnetv1.LinkState_LINK_STATE_UP, false); err != nil {
+		return nil, false, err
 	}
-	return s.readLink(p, intf)
+	ls, err := s.readLink(p, intf)
+	return ls, changed, err
 }
 
 // SetNetem implements meshnetv1.LinkServiceServer.

@@ -117,11 +117,14 @@ func TestKernelSetRemoteState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.GetLink().GetAdminState() != meshnetv1.LinkState_LINK_STATE_DOWN {
-		t.Fatalf("remote end after down: %v", res.GetLink())
+	if res.GetLink().GetAdminState() != meshnetv1.LinkState_LINK_STATE_DOWN || !res.GetChanged() {
+		t.Fatalf("remote end after down: %v, changed %v", res.GetLink(), res.GetChanged())
 	}
 	if err := pingN(r1, "10.0.1.2", 1); err == nil {
 		t.Error("ping passed with the remote end down")
+	}
+	if res, err = peer.SetRemoteState(context.Background(), &meshnetv1.SetRemoteStateRequest{End: end, State: meshnetv1.LinkState_LINK_STATE_DOWN}); err != nil || res.GetChanged() {
+		t.Fatalf("second down: changed %v, err %v; want an unchanged end", res.GetChanged(), err)
 	}
 	if _, err := peer.SetRemoteState(context.Background(), &meshnetv1.SetRemoteStateRequest{End: end, State: meshnetv1.LinkState_LINK_STATE_UP}); err != nil {
 		t.Fatal(err)

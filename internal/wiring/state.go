@@ -17,14 +17,14 @@ import (
 // of pod k on this node, through the peer node's meshnetd: VXLAN carries no
 // carrier, so a cable pull takes both nodes. It satisfies
 // linkserver.RemoteEnds.
-func (w *Wirer) SetRemoteState(ctx context.Context, l podstore.Link, k podstore.Key, up bool) error {
+func (w *Wirer) SetRemoteState(ctx context.Context, l podstore.Link, k podstore.Key, up bool) (changed bool, err error) {
 	ip, err := netip.ParseAddr(l.PeerNodeIP)
 	if err != nil {
-		return fmt.Errorf("link %d of %s: the peer's node is not known yet", l.UID, k)
+		return false, fmt.Errorf("link %d of %s: the peer's node is not known yet", l.UID, k)
 	}
 	c, err := w.peerClient(ip)
 	if err != nil {
-		return err
+		return false, err
 	}
 	state := meshnetv1.LinkState_LINK_STATE_DOWN
 	if up {
@@ -32,20 +32,20 @@ func (w *Wirer) SetRemoteState(ctx context.Context, l podstore.Link, k podstore.
 	}
 	cctx, cancel := context.WithTimeout(ctx, peerCallTimeout)
 	defer cancel()
-	_, err = c.SetRemoteState(cctx, &meshnetv1.SetRemoteStateRequest{
+	resp, err := c.SetRemoteState(cctx, &meshnetv1.SetRemoteStateRequest{
 		End:   &meshnetv1.LinkEnd{Pod: &meshnetv1.PodRef{Namespace: k.Namespace, Name: l.PeerPod}, Interface: l.PeerIntf, Uid: uint32(l.UID)},
 		State: state,
 	})
 	if err != nil {
-		return fmt.Errorf("set remote end of link %d of %s on meshnetd at %s: %w", l.UID, k, ip, err)
+		return false, fmt.Errorf("set remote end of link %d of %s on meshnetd at %s: %w", l.UID, k, ip, err)
 	}
-	return nil
+	return resp.GetChanged(), nil
 }
 
 // EndStates changes this node's end of a link: linkserver.Server, which
 // also keeps what down flushed (routes, IPv6 addresses) across restarts.
 type EndStates interface {
-	SetEndState(ctx context.Context, pod podstore.Key, intf string, state meshnetv1.LinkState) (*meshnetv1.LinkStatus, error)
+	SetEndState(ctx context.Context, pod podstore.Key, intf string, state meshnetv1.LinkState) (_ *meshnetv1.LinkStatus, changed bool, err error)
 }
 
 // SetRemoteState sets this node's end of a cross-node VXLAN link up or
@@ -71,13 +71,13 @@ func (s peerServer) SetRemoteState(ctx context.Context, req *meshnetv1.SetRemote
 	if !found {
 		return nil, status.Errorf(codes.NotFound, "pod %s has no VXLAN link %d on %s", k, uid, intf)
 	}
-	ls, err := s.ends.SetEndState(ctx, k, intf, req.GetState())
+	ls, changed, err := s.ends.SetEndState(ctx, k, intf, req.GetState())
 	if err != nil {
 		return nil, err
 	}
 	// SetEndState logged a change. The pod's status is the controller's to
-	// keep after ADD: it reconciles the peers of a link whose state it
-	// changes, and reads every pod back at its resync.
+	// keep after ADD: Changed has it read this pod back, and its resync
+	// reads every pod.
 	w.log.Debug("remote end state set for peer", "pod", k.String(), "link", uid, "intf", intf, "state", req.GetState().String(), "node", w.cfg.NodeName)
-	return &meshnetv1.SetRemoteStateResponse{Link: ls}, nil
+	return &meshnetv1.SetRemoteStateResponse{Link: ls, Changed: changed}, nil
 }

@@ -310,7 +310,10 @@ func (x *SetRemoteStateRequest) GetState() LinkState {
 type SetRemoteStateResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The end, read back.
-	Link          *LinkStatus `protobuf:"bytes,1,opt,name=link,proto3" json:"link,omitempty"`
+	Link *LinkStatus `protobuf:"bytes,1,opt,name=link,proto3" json:"link,omitempty"`
+	// True when this call changed the end's admin state; false when it was
+	// already as asked.
+	Changed       bool `protobuf:"varint,2,opt,name=changed,proto3" json:"changed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -352,6 +355,13 @@ func (x *SetRemoteStateResponse) GetLink() *LinkStatus {
 	return nil
 }
 
+func (x *SetRemoteStateResponse) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
 var File_meshnet_v1_peer_proto protoreflect.FileDescriptor
 
 const file_meshnet_v1_peer_proto_rawDesc = "" +
@@ -373,9 +383,10 @@ const file_meshnet_v1_peer_proto_rawDesc = "" +
 	"\x17DeleteRemoteEndResponse\"k\n" +
 	"\x15SetRemoteStateRequest\x12%\n" +
 	"\x03end\x18\x01 \x01(\v2\x13.meshnet.v1.LinkEndR\x03end\x12+\n" +
-	"\x05state\x18\x02 \x01(\x0e2\x15.meshnet.v1.LinkStateR\x05state\"D\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x15.meshnet.v1.LinkStateR\x05state\"^\n" +
 	"\x16SetRemoteStateResponse\x12*\n" +
-	"\x04link\x18\x01 \x01(\v2\x16.meshnet.v1.LinkStatusR\x04link2\x9e\x02\n" +
+	"\x04link\x18\x01 \x01(\v2\x16.meshnet.v1.LinkStatusR\x04link\x12\x18\n" +
+	"\achanged\x18\x02 \x01(\bR\achanged2\x9e\x02\n" +
 	"\vPeerService\x12Z\n" +
 	"\x0fCreateRemoteEnd\x12\".meshnet.v1.CreateRemoteEndRequest\x1a#.meshnet.v1.CreateRemoteEndResponse\x12Z\n" +
 	"\x0fDeleteRemoteEnd\x12\".meshnet.v1.DeleteRemoteEndRequest\x1a#.meshnet.v1.DeleteRemoteEndResponse\x12W\n" +

@@ -1339,9 +1339,13 @@ type LinkResult struct {
 	// How far setup got.
 	Phase LinkPhase `protobuf:"varint,5,opt,name=phase,proto3,enum=meshnet.v1.LinkPhase" json:"phase,omitempty"`
 	// Why the link is pending, for logs; empty when ready.
-	Message       string `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Message string `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	// True when this call changed the admin state of the other end, a VXLAN
+	// end on the peer's node: the peer's own status shows it only once the
+	// peer's end is read back.
+	PeerEndChanged bool `protobuf:"varint,7,opt,name=peer_end_changed,json=peerEndChanged,proto3" json:"peer_end_changed,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *LinkResult) Reset() {
@@ -1414,6 +1418,13 @@ func (x *LinkResult) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *LinkResult) GetPeerEndChanged() bool {
+	if x != nil {
+		return x.PeerEndChanged
+	}
+	return false
 }
 
 var File_meshnet_v1_types_proto protoreflect.FileDescriptor
@@ -1506,7 +1517,7 @@ const file_meshnet_v1_types_proto_rawDesc = "" +
 	"\x04node\x18\x0f \x01(\tR\x04node\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\x10 \x01(\tR\tlastError\x127\n" +
-	"\tread_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\breadTime\"\xd3\x01\n" +
+	"\tread_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\breadTime\"\xfd\x01\n" +
 	"\n" +
 	"LinkResult\x12\x1c\n" +
 	"\tinterface\x18\x01 \x01(\tR\tinterface\x12\x10\n" +
@@ -1514,7 +1525,8 @@ const file_meshnet_v1_types_proto_rawDesc = "" +
 	"\x04kind\x18\x03 \x01(\x0e2\x14.meshnet.v1.LinkKindR\x04kind\x12$\n" +
 	"\x04peer\x18\x04 \x01(\v2\x10.meshnet.v1.PeerR\x04peer\x12+\n" +
 	"\x05phase\x18\x05 \x01(\x0e2\x15.meshnet.v1.LinkPhaseR\x05phase\x12\x18\n" +
-	"\amessage\x18\x06 \x01(\tR\amessage*}\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\x12(\n" +
+	"\x10peer_end_changed\x18\a \x01(\bR\x0epeerEndChanged*}\n" +
 	"\bLinkKind\x12\x19\n" +
 	"\x15LINK_KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eLINK_KIND_VETH\x10\x01\x12\x13\n" +
