@@ -26,7 +26,8 @@ var bins labnet.Binaries
 func TestMain(m *testing.M) { os.Exit(labnet.Main(m, &bins)) }
 
 const (
-	daemonNS  = "meshnet"
+	// daemonNS holds meshnetd's Service and the controller's Lease.
+	daemonNS  = lab.SystemNamespace
 	leaseName = "meshnet-controller.networkop.co.uk"
 )
 
@@ -34,7 +35,6 @@ const (
 // as the EndpointSlice controller (absent from the lab) would.
 func publishDaemons(t testing.TB, lab *labnet.Lab, nodes ...*labnet.Node) {
 	t.Helper()
-	lab.Namespace(daemonNS)
 	for _, n := range nodes {
 		setDaemonReady(t, lab, n, true)
 	}

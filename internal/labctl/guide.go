@@ -22,7 +22,8 @@ type guide struct {
 	kubeconfig string
 	token      string
 	binDir     string
-	netem      error // why netem does not work here; nil when it does
+	down       string // the command that removes the lab
+	netem      error  // why netem does not work here; nil when it does
 }
 
 func (g guide) String() string {
@@ -85,7 +86,7 @@ func (g guide) String() string {
 	w("  curl -s http://%s:%d/v1/namespaces/%s/graph       # what Grafana's Node Graph draws", node.IP, lab.HTTPPort, ns)
 	w("  curl -s http://%s:%d/metrics | grep meshnet_link_", node.IP, lab.HTTPPort)
 	w("Logs: %s (the lab), %s, %s", filepath.Join(g.lab.Dir(), logFile), filepath.Join(g.lab.Dir(), "meshnet-controller.log"), node.LogFile)
-	w("Remove every trace: make lab-down")
+	w("Remove every trace: %s", g.down)
 	return b.String()
 }
 

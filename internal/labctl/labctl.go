@@ -109,7 +109,7 @@ func Serve(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return err
 	}
-	g := guide{lab: l, d: d, f: f, kubeconfig: kubeconfig, token: token, binDir: cfg.BinDir, netem: netemWorks()}
+	g := guide{lab: l, d: d, f: f, kubeconfig: kubeconfig, token: token, binDir: cfg.BinDir, down: downCommand(cfg.Dir), netem: netemWorks()}
 	if err := os.WriteFile(filepath.Join(cfg.Dir, guideFile), []byte(g.String()), 0o644); err != nil {
 		return err
 	}
@@ -150,4 +150,17 @@ func netemWorks() error {
 	}
 	defer h.Close()
 	return netem.Apply(h, "probe0", netem.Spec{Delay: time.Millisecond})
+}
+
+// downCommand is the command that removes the lab in dir, as this machine
+// runs it: make lab-down is only where the repository is, not in the VM.
+func downCommand(dir string) string {
+	self, err := os.Executable()
+	if err != nil {
+		self = "meshnet-lab"
+	}
+	if dir != DefaultDir {
+		return self + " down -dir " + dir
+	}
+	return self + " down"
 }
