@@ -185,6 +185,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	callCtx, cancel := context.WithTimeout(ctx, r.CallTimeout)
 	defer cancel()
 	resp, err := meshnetv1.NewLinkServiceClient(conn).ApplyPod(callCtx, d.request)
+	r.refreshPeers(topo, peers, farEndsSet(resp, err))
 	switch status.Code(err) {
 	case codes.OK:
 	case codes.Aborted:
@@ -202,7 +203,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	default:
 		return r.fail(ctx, topo, node, ReasonApplyFailed, fmt.Errorf("apply on meshnetd %s: %w", addr, err))
 	}
-	r.refreshPeers(topo, peers, resp)
 	st := convergedStatus(topo, pod, d, resp)
 	logger.V(1).Info("applied", "links", len(d.request.Links), "generation", topo.Generation)
 	return requeueAfter(r.Resync, r.writeStatus(ctx, topo, st))
@@ -220,8 +220,7 @@ func requeueAfter(d time.Duration, err error) (reconcile.Result, error) {
 // refreshPeers has a peer reconciled when this pass changed its end of a
 // VXLAN link: only the peer's own pass reads that end back into its status.
 // A pass that found the far end as wanted wakes nobody, so two ends that
-// both hold a link down settle instead of waking each other. A far end
-// changed by a pass that then failed is read back at the peer's resync.
+// both hold a link down settle instead of waking each other.
 func (r *Reconciler) refreshPeers(topo *v1beta1.Topology, peers map[string]*v1beta1.Topology, resp *meshnetv1.ApplyPodResponse) {
 	for _, res := range resp.GetResults() {
 		l := topo.Link(int(res.GetUid()))
@@ -237,6 +236,20 @@ func (r *Reconciler) refreshPeers(topo *v1beta1.Topology, peers map[string]*v1be
 		default: // full: the peer's resync reads it back
 		}
 	}
+}
+
+// farEndsSet is what an ApplyPod reports of the far ends it set: its
+// response, or, when it failed, the response in the error's details.
+func farEndsSet(resp *meshnetv1.ApplyPodResponse, err error) *meshnetv1.ApplyPodResponse {
+	if err == nil {
+		return resp
+	}
+	for _, d := range status.Convert(err).Details() {
+		if r, ok := d.(*meshnetv1.ApplyPodResponse); ok {
+			return r
+		}
+	}
+	return nil
 }
 
 // peerTopologies returns the Topologies of the pods at the other ends of
@@ -264,12 +277,9 @@ func (r *Reconciler) peerTopologies(ctx context.Context, topo *v1beta1.Topology)
 // is both Topologies' to say (desiredState), so the peer converges too,
 // unless its own spec holds the link down whatever this one says.
 func (r *Reconciler) peersOfChangedStates() handler.Funcs {
-	peer := func(ctx context.Context, key types.NamespacedName) *v1beta1.Topology {
+	peer := func(ctx context.Context, key types.NamespacedName) (*v1beta1.Topology, error) {
 		t := &v1beta1.Topology{}
-		if err := r.Client.Get(ctx, key, t); err != nil {
-			return nil // gone, or not seen yet: its own event reconciles it
-		}
-		return t
+		return t, r.Client.Get(ctx, key, t)
 	}
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -287,7 +297,7 @@ func (r *Reconciler) peersOfChangedStates() handler.Funcs {
 }
 
 func enqueuePeers(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], old, cur *v1beta1.Topology,
-	peer func(context.Context, types.NamespacedName) *v1beta1.Topology) {
+	peer func(context.Context, types.NamespacedName) (*v1beta1.Topology, error)) {
 	stateOf := func(t *v1beta1.Topology, uid int) v1beta1.LinkState {
 		if l := t.Link(uid); l != nil && l.State != nil {
 			return *l.State
@@ -303,7 +313,10 @@ func enqueuePeers(ctx context.Context, q workqueue.TypedRateLimitingInterface[re
 				continue
 			}
 			key := types.NamespacedName{Namespace: t.Namespace, Name: l.PeerPod}
-			if p := peer(ctx, key); p != nil && stateOf(p, l.UID) != v1beta1.LinkDown {
+			switch p, err := peer(ctx, key); {
+			case apierrors.IsNotFound(err): // no Topology: its creation reconciles it
+			case err == nil && heldByPeer(t.Name, l, p): // its own spec holds the link down
+			default:
 				q.Add(reconcile.Request{NamespacedName: key})
 			}
 		}

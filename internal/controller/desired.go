@@ -59,7 +59,7 @@ func desiredState(topo *v1beta1.Topology, pod *corev1.Pod, peers map[string]*v1b
 	for i, l := range topo.Spec.Links {
 		spec := &meshnetv1.LinkSpec{Interface: l.LocalIntf}
 		var managed []string
-		held := heldByPeer(topo.Name, l, peers)
+		held := heldByPeer(topo.Name, l, peers[l.PeerPod])
 		switch {
 		case l.State != nil:
 			state := *l.State
@@ -109,10 +109,9 @@ func desiredState(topo *v1beta1.Topology, pod *corev1.Pod, peers map[string]*v1b
 	return d, nil
 }
 
-// heldByPeer reports whether the Topology of l's peer pod sets the same link
-// down.
-func heldByPeer(pod string, l v1beta1.Link, peers map[string]*v1beta1.Topology) bool {
-	peer := peers[l.PeerPod]
+// heldByPeer reports whether peer, the Topology of l's peer pod, sets the
+// same link down.
+func heldByPeer(pod string, l v1beta1.Link, peer *v1beta1.Topology) bool {
 	if peer == nil || !l.HasPodPeer() {
 		return false
 	}

@@ -2,10 +2,15 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
@@ -140,7 +145,7 @@ func TestDesiredLinkDownWhenEitherEndSaysDown(t *testing.T) {
 
 // TestPeersOfChangedStates checks which peers a Topology event wakes: those
 // of links whose spec.state changed, unless the peer holds the link down
-// itself.
+// itself or has no Topology; a peer that cannot be read is woken.
 func TestPeersOfChangedStates(t *testing.T) {
 	old := topology(
 		v1beta1.Link{UID: 1, PeerPod: "r2", LocalIntf: "eth1"},
@@ -148,9 +153,10 @@ func TestPeersOfChangedStates(t *testing.T) {
 		v1beta1.Link{UID: 3, PeerPod: v1beta1.PeerHost, LocalIntf: "eth3"},
 		v1beta1.Link{UID: 4, PeerPod: "r4", LocalIntf: "eth4"},
 		v1beta1.Link{UID: 5, PeerPod: "r5", LocalIntf: "eth5"},
+		v1beta1.Link{UID: 6, PeerPod: "r6", LocalIntf: "eth6"},
 	)
 	cur := old.DeepCopy()
-	for _, i := range []int{0, 2, 3, 4} {
+	for _, i := range []int{0, 2, 3, 4, 5} {
 		cur.Spec.Links[i].State = ptr.To(v1beta1.LinkDown)
 	}
 	cur.Spec.Links[1].MTU = ptr.To[int32](1400)
@@ -158,12 +164,20 @@ func TestPeersOfChangedStates(t *testing.T) {
 		"r2": topology(v1beta1.Link{UID: 1, PeerPod: "r1", LocalIntf: "eth1", State: ptr.To(v1beta1.LinkUp)}),
 		"r3": topology(v1beta1.Link{UID: 2, PeerPod: "r1", LocalIntf: "eth1"}),
 		"r4": topology(v1beta1.Link{UID: 4, PeerPod: "r1", LocalIntf: "eth1", State: ptr.To(v1beta1.LinkDown)}),
-		// r5 has no Topology
+		// r5 has no Topology; r6's cannot be read
 	}
 	woken := func(old, cur *v1beta1.Topology) []string {
 		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 		defer q.ShutDown()
-		enqueuePeers(context.Background(), q, old, cur, func(_ context.Context, k types.NamespacedName) *v1beta1.Topology { return peers[k.Name] })
+		enqueuePeers(context.Background(), q, old, cur, func(_ context.Context, k types.NamespacedName) (*v1beta1.Topology, error) {
+			if p, ok := peers[k.Name]; ok {
+				return p, nil
+			}
+			if k.Name == "r6" {
+				return nil, errors.New("the cache is not synced")
+			}
+			return nil, apierrors.NewNotFound(v1beta1.GroupVersion.WithResource("topologies").GroupResource(), k.Name)
+		})
 		var names []string
 		for q.Len() > 0 {
 			r, _ := q.Get()
@@ -177,9 +191,9 @@ func TestPeersOfChangedStates(t *testing.T) {
 		old, cur *v1beta1.Topology
 		want     []string
 	}{
-		{"update", old, cur, []string{"lab/r2"}}, // r4 holds uid 4 down itself
+		{"update", old, cur, []string{"lab/r2", "lab/r6"}}, // r4 holds uid 4 down itself
 		{"create", nil, old, []string{"lab/r3"}},
-		{"delete", cur, nil, []string{"lab/r2", "lab/r3"}},
+		{"delete", cur, nil, []string{"lab/r2", "lab/r3", "lab/r6"}},
 		{"no state change", old, old.DeepCopy(), nil},
 	} {
 		if got := woken(c.old, c.cur); !slices.Equal(got, c.want) {
@@ -207,6 +221,7 @@ func TestRefreshPeersOnlyWhereTheFarEndChanged(t *testing.T) {
 		{Uid: 1, Interface: "eth1", PeerEndChanged: true},
 		{Uid: 2, Interface: "eth2"},
 		{Uid: 3, Interface: "eth3", PeerEndChanged: true},
+		{Uid: 9, Interface: "eth9", PeerEndChanged: true}, // not in the spec (any more)
 	}}
 	r := &Reconciler{stale: make(chan event.GenericEvent, 8)}
 	r.refreshPeers(topo, peers, resp)
@@ -217,5 +232,29 @@ func TestRefreshPeersOnlyWhereTheFarEndChanged(t *testing.T) {
 	}
 	if !slices.Equal(woken, []string{"r2"}) {
 		t.Fatalf("woken %v, want [r2]", woken)
+	}
+}
+
+// TestFarEndsSetOfAFailedApply checks that the far ends a failed ApplyPod
+// changed are still found, in its error's details.
+func TestFarEndsSetOfAFailedApply(t *testing.T) {
+	changed := &meshnetv1.ApplyPodResponse{Results: []*meshnetv1.LinkResult{{Uid: 1, Interface: "eth1", PeerEndChanged: true}}}
+	failed, err := status.New(codes.Internal, "apply pod lab/r1: eth2: mtu").WithDetails(changed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		resp *meshnetv1.ApplyPodResponse
+		err  error
+		want *meshnetv1.ApplyPodResponse
+	}{
+		{"success", changed, nil, changed},
+		{"failure with far ends", nil, failed.Err(), changed},
+		{"failure without", nil, status.Error(codes.Unavailable, "connection refused"), nil},
+	} {
+		if got := farEndsSet(c.resp, c.err); !proto.Equal(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
 	}
 }

@@ -179,9 +179,14 @@ func (s *Server) apply(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*me
 		})
 	}
 	wg.Wait()
-	peerEndChanged := map[string]bool{}
+	// The far ends this call changed, whose pods' statuses need reading
+	// back even when the rest of the call failed.
+	var changedFar []*meshnetv1.LinkResult
 	for i, pl := range plans {
-		peerEndChanged[pl.link.LocalIntf] = farChanged[i]
+		if farChanged[i] {
+			changedFar = append(changedFar, &meshnetv1.LinkResult{Interface: pl.link.LocalIntf, Uid: uint32(pl.link.UID),
+				Kind: meshnetv1.LinkKind_LINK_KIND_VXLAN, Peer: peerOf(p, pl.link), PeerEndChanged: true})
+		}
 	}
 	for _, err := range far {
 		if err != nil {
@@ -193,7 +198,17 @@ func (s *Server) apply(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*me
 		if errors.Is(errors.Join(failed...), netem.ErrNoNetem) || errors.Is(errors.Join(failed...), netem.ErrForeignQdisc) {
 			code = codes.FailedPrecondition
 		}
-		return nil, status.Errorf(code, "apply pod %s: %v", p.Key(), errors.Join(failed...))
+		st := status.Newf(code, "apply pod %s: %v", p.Key(), errors.Join(failed...))
+		if len(changedFar) > 0 {
+			if withFar, err := st.WithDetails(&meshnetv1.ApplyPodResponse{Results: changedFar}); err == nil {
+				st = withFar
+			}
+		}
+		return nil, st.Err()
+	}
+	peerEndChanged := map[string]bool{}
+	for _, r := range changedFar {
+		peerEndChanged[r.GetInterface()] = true
 	}
 	resp := &meshnetv1.ApplyPodResponse{Routes: routes}
 	for _, l := range p.Links {

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -195,6 +196,23 @@ func TestKernelVXLANCablePull(t *testing.T) {
 	}
 	if !apply(up) || !mustState(t, p2, "eth1").AdminUp {
 		t.Fatal("ApplyPod up: r2 eth1 not brought up, or not reported as changed")
+	}
+
+	// A call that fails (an MTU above what the VXLAN device allows over a
+	// 1500-byte underlay) after taking the far end down says so in its
+	// error's details.
+	mtu := uint32(9000)
+	_, err = c.ApplyPod(ctx, &meshnetv1.ApplyPodRequest{Namespace: ns, Pod: "r1", Links: []*meshnetv1.LinkSpec{{Interface: "eth1", State: &down, Mtu: &mtu}}})
+	st := status.Convert(err)
+	var far *meshnetv1.ApplyPodResponse
+	for _, d := range st.Details() {
+		far, _ = d.(*meshnetv1.ApplyPodResponse)
+	}
+	if st.Code() == codes.OK || len(far.GetResults()) != 1 || !far.GetResults()[0].GetPeerEndChanged() || mustState(t, p2, "eth1").AdminUp {
+		t.Fatalf("failed ApplyPod: %v, details %v; want an error naming r2's end as changed, and that end down", err, far)
+	}
+	if !apply(up) {
+		t.Fatal("ApplyPod up after the failed call: far end not reported as changed")
 	}
 }
 

@@ -126,8 +126,8 @@ func TestKernelSetRemoteState(t *testing.T) {
 	if res, err = peer.SetRemoteState(context.Background(), &meshnetv1.SetRemoteStateRequest{End: end, State: meshnetv1.LinkState_LINK_STATE_DOWN}); err != nil || res.GetChanged() {
 		t.Fatalf("second down: changed %v, err %v; want an unchanged end", res.GetChanged(), err)
 	}
-	if _, err := peer.SetRemoteState(context.Background(), &meshnetv1.SetRemoteStateRequest{End: end, State: meshnetv1.LinkState_LINK_STATE_UP}); err != nil {
-		t.Fatal(err)
+	if res, err = peer.SetRemoteState(context.Background(), &meshnetv1.SetRemoteStateRequest{End: end, State: meshnetv1.LinkState_LINK_STATE_UP}); err != nil || !res.GetChanged() {
+		t.Fatalf("up: changed %v, err %v; want a changed end", res.GetChanged(), err)
 	}
 	ping(t, r1, "10.0.1.2")
 }

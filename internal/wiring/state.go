@@ -76,8 +76,9 @@ func (s peerServer) SetRemoteState(ctx context.Context, req *meshnetv1.SetRemote
 		return nil, err
 	}
 	// SetEndState logged a change. The pod's status is the controller's to
-	// keep after ADD: Changed has it read this pod back, and its resync
-	// reads every pod.
+	// keep after ADD: Changed reaches it through ApplyPod, which has it read
+	// this pod back, and its resync reads every pod (after a runtime
+	// SetLinkState, say).
 	w.log.Debug("remote end state set for peer", "pod", k.String(), "link", uid, "intf", intf, "state", req.GetState().String(), "node", w.cfg.NodeName)
 	return &meshnetv1.SetRemoteStateResponse{Link: ls, Changed: changed}, nil
 }

@@ -71,7 +71,9 @@ type LinkServiceClient interface {
 	// alone. meshnetd keeps the last applied state and re-applies it when the
 	// pod's network namespace is re-created or meshnetd restarts. Fails when
 	// any present field could not be converged; links waiting for their peer
-	// are PENDING, which is not a failure.
+	// are PENDING, which is not a failure. A failed call that changed far ends
+	// of VXLAN links carries them in its status details, as an
+	// ApplyPodResponse whose results have peer_end_changed set.
 	ApplyPod(ctx context.Context, in *ApplyPodRequest, opts ...grpc.CallOption) (*ApplyPodResponse, error)
 }
 
@@ -196,7 +198,9 @@ type LinkServiceServer interface {
 	// alone. meshnetd keeps the last applied state and re-applies it when the
 	// pod's network namespace is re-created or meshnetd restarts. Fails when
 	// any present field could not be converged; links waiting for their peer
-	// are PENDING, which is not a failure.
+	// are PENDING, which is not a failure. A failed call that changed far ends
+	// of VXLAN links carries them in its status details, as an
+	// ApplyPodResponse whose results have peer_end_changed set.
 	ApplyPod(context.Context, *ApplyPodRequest) (*ApplyPodResponse, error)
 	mustEmbedUnimplementedLinkServiceServer()
 }
