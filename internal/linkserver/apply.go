@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"google.golang.org/grpc/codes"
@@ -162,8 +163,10 @@ func (s *Server) apply(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*me
 	}
 	// Far ends after the local locks are released (see setAdmin), all at
 	// once: each waits on its peer node and on the peer pod's locks.
+	// changedFar is those this call changed, whose pods' statuses need
+	// reading back even when the rest of the call failed.
 	far := make([]error, len(plans))
-	farChanged := make([]bool, len(plans))
+	changedFar := make([]*meshnetv1.LinkResult, len(plans))
 	var wg sync.WaitGroup
 	for i, pl := range plans {
 		if !pl.wired || pl.spec.State == nil || pl.link.Kind != "vxlan" {
@@ -175,19 +178,14 @@ func (s *Server) apply(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*me
 			if err != nil {
 				far[i] = fmt.Errorf("%s: peer's end: %w", pl.link.LocalIntf, err)
 			}
-			farChanged[i] = changed
+			if changed {
+				changedFar[i] = &meshnetv1.LinkResult{Interface: pl.link.LocalIntf, Uid: uint32(pl.link.UID),
+					Kind: meshnetv1.LinkKind_LINK_KIND_VXLAN, Peer: peerOf(p, pl.link), PeerEndChanged: true}
+			}
 		})
 	}
 	wg.Wait()
-	// The far ends this call changed, whose pods' statuses need reading
-	// back even when the rest of the call failed.
-	var changedFar []*meshnetv1.LinkResult
-	for i, pl := range plans {
-		if farChanged[i] {
-			changedFar = append(changedFar, &meshnetv1.LinkResult{Interface: pl.link.LocalIntf, Uid: uint32(pl.link.UID),
-				Kind: meshnetv1.LinkKind_LINK_KIND_VXLAN, Peer: peerOf(p, pl.link), PeerEndChanged: true})
-		}
-	}
+	changedFar = slices.DeleteFunc(changedFar, func(r *meshnetv1.LinkResult) bool { return r == nil })
 	for _, err := range far {
 		if err != nil {
 			failed = append(failed, err)
