@@ -6,7 +6,7 @@ BIN ?= bin
 CMDS := meshnetd meshnet-controller meshnet-cni
 CONTROLLER_GEN := $(GO) tool -modfile=tools/go.mod controller-gen
 
-.PHONY: all build lab lab-bin lab-down lab-vm generate generate-crd generate-proto check test test-unit test-kernel test-vm test-cluster bench clean
+.PHONY: all build lab lab-bin lab-down lab-vm lab-real node-bin generate generate-crd generate-proto check test test-unit test-kernel test-vm test-cluster test-node bench clean
 
 all: build
 
@@ -22,6 +22,12 @@ LAB_FLAGS ?=
 lab-bin: build
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/meshnet-lab github.com/containernetworking/plugins/plugins/main/loopback
 	CGO_ENABLED=0 $(GO) build -modfile=tools/go.mod -trimpath -o $(BIN)/ github.com/fullstorydev/grpcurl/cmd/grpcurl
+
+# A cluster of real nodes (kubelet, containerd) also needs the primary CNI's
+# plugins and the pause image's entrypoint.
+node-bin: build
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./hack/pause github.com/containernetworking/plugins/plugins/main/loopback
+	CGO_ENABLED=0 $(GO) build -modfile=tools/go.mod -trimpath -o $(BIN)/ github.com/containernetworking/plugins/plugins/main/bridge github.com/containernetworking/plugins/plugins/ipam/host-local
 
 lab: lab-bin
 	@bash hack/deps.sh
@@ -54,13 +60,14 @@ check: generate
 	$(GO) vet -tags kernel ./...
 	$(GO) vet -tags vm ./...
 	$(GO) vet -tags cluster ./...
+	$(GO) vet -tags node ./...
 	@git add -N . && git diff --exit-code --stat -- api deploy || \
 	  { echo "generated code is stale: run 'make generate' and commit"; exit 1; }
 
 test: check
 	bash hack/test.sh
 
-test-unit test-kernel test-vm test-cluster:
+test-unit test-kernel test-vm test-cluster test-node:
 	bash hack/test.sh $(@:test-%=%)
 
 bench:

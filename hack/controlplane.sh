@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver and etcd from the Go module proxy at the versions pinned
-# in tools/*/go.mod, cached by version outside the repo. Prints the directory
-# holding both binaries (the envtest BinaryAssetsDirectory).
+# Builds Kubernetes components and etcd from the Go module proxy at the versions
+# pinned in tools/kubernetes/go.mod and tools/etcd/go.mod, cached by version
+# outside the repo, and prints the directory holding them (the envtest
+# BinaryAssetsDirectory, KUBEBUILDER_ASSETS).
+#
+#   hack/controlplane.sh                 kube-apiserver and etcd (cluster tier, lab)
+#   hack/controlplane.sh --nodes         also kube-controller-manager, kube-scheduler,
+#                                        kubelet and kube-proxy (real nodes)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -10,18 +15,23 @@ cache=${MESHNET_CACHE:-/var/cache/meshnet}
 version_of() { # module go.mod -> version
 	awk -v m="$1" '$1 == m || ($1 == "require" && $2 == m) { print $NF; exit }' "$2"
 }
-kube=$(version_of k8s.io/kubernetes "$root/tools/kube-apiserver/go.mod")
+kube=$(version_of k8s.io/kubernetes "$root/tools/kubernetes/go.mod")
 etcd=$(version_of go.etcd.io/etcd/server/v3 "$root/tools/etcd/go.mod")
 dir="$cache/controlplane/kube-$kube-etcd-$etcd"
 mkdir -p "$dir"
 
+components=(etcd kube-apiserver)
+if [ "${1:-}" = --nodes ]; then
+	components+=(kube-controller-manager kube-scheduler kubelet kube-proxy)
+fi
+
 build() { # name
-	local name=$1
+	local name=$1 module=kubernetes pkg=./$1
 	if [ -x "$dir/$name" ]; then return; fi
-	echo "building $name into $dir (cold build: kube-apiserver takes about 10 minutes)" >&2
-	(cd "$root/tools/$name" && CGO_ENABLED=0 go build -trimpath -o "$dir/$name.tmp" .)
+	[ "$name" = etcd ] && module=etcd pkg=.
+	echo "building $name $([ "$name" = etcd ] && echo "$etcd" || echo "$kube") into $dir (cold: kube-apiserver about 10 minutes, each other component 1-3)" >&2
+	(cd "$root/tools/$module" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$dir/$name.tmp" "$pkg")
 	mv "$dir/$name.tmp" "$dir/$name"
 }
-build etcd
-build kube-apiserver
+for c in "${components[@]}"; do build "$c"; done
 echo "$dir"

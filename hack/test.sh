@@ -8,7 +8,7 @@ cd "$root"
 results=${MESHNET_RESULTS:-$root/.cache/test-results}
 rm -rf "$results" && mkdir -p "$results"
 tiers=("$@")
-[ ${#tiers[@]} -gt 0 ] || tiers=(unit kernel vm cluster)
+[ ${#tiers[@]} -gt 0 ] || tiers=(unit kernel vm cluster node)
 
 bash hack/deps.sh || { echo "test: installing the test dependencies failed" >&2; exit 1; }
 KUBEBUILDER_ASSETS=$(bash hack/controlplane.sh) || { echo "test: building kube-apiserver and etcd failed" >&2; exit 1; }
@@ -30,7 +30,19 @@ for tier in "${tiers[@]}"; do
 	# Verbose: TestVMScenario's log is the end-to-end demo.
 	vm) format=standard-verbose gotestsum vm --raw-command -- go run ./hack/vmtest -tags vm ./... ;;
 	cluster) gotestsum cluster -- -tags cluster -run '^TestCluster' -count=1 ./... ;;
-	*) echo "test: unknown tier $tier (unit, kernel, vm, cluster)" >&2; exit 2 ;;
+	# Real nodes: kubelet, containerd and meshnet's own images and manifests.
+	node)
+		if [ "$(id -u)" != 0 ]; then
+			echo "node: this tier needs root (namespaces, containerd)" >&2
+			continue
+		fi
+		assets=$(bash hack/controlplane.sh --nodes) && make -s node-bin >/dev/null || {
+			echo "node: building kubelet, kube-controller-manager, kube-scheduler, kube-proxy or meshnet's binaries failed" >&2
+			continue
+		}
+		KUBEBUILDER_ASSETS=$assets MESHNET_NODE_BIN=$root/bin gotestsum node -- -tags node -run '^TestNode' -count=1 -p 1 -timeout 40m ./...
+		;;
+	*) echo "test: unknown tier $tier (unit, kernel, vm, cluster, node)" >&2; exit 2 ;;
 	esac
 done
 

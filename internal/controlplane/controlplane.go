@@ -4,10 +4,18 @@
 package controlplane
 
 import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -15,6 +23,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	certutil "k8s.io/client-go/util/cert"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -31,11 +40,37 @@ type ControlPlane struct {
 	Scheme *runtime.Scheme
 	// Took is how long the control plane took to start.
 	Took time.Duration
+
+	cleanup func() // removes what StartWith made for it
+}
+
+// Options change how kube-apiserver serves, for clusters of real nodes.
+// The zero value is envtest's: loopback only, no ServiceAccount admission.
+type Options struct {
+	// Address is the API server's bind and advertised address, in the
+	// serving certificate too; loopback when invalid. Port is its secure
+	// port, a free one when zero.
+	Address netip.Addr
+	Port    int
+	// ServiceCIDR is the range of Service ClusterIPs (10.0.0.0/24 when
+	// empty); the kubernetes Service takes its first address.
+	ServiceCIDR string
+	// ServiceAccounts turns ServiceAccount admission on, so that pods get
+	// their token volumes as on any cluster (envtest turns it off).
+	ServiceAccounts bool
+	// Args are further kube-apiserver flags, name to value.
+	Args map[string]string
+	// Log receives kube-apiserver's output; discarded when nil.
+	Log io.Writer
 }
 
 // Start starts kube-apiserver and etcd from the binaries in
 // assets (hack/controlplane.sh builds them) and installs the CRDs.
-func Start(assets string) (*ControlPlane, error) {
+func Start(assets string) (*ControlPlane, error) { return StartWith(assets, Options{}) }
+
+// StartWith is Start with the API server configured by opts.
+func StartWith(assets string, opts Options) (_ *ControlPlane, err error) {
+	var cleanup func() // removes the certificate directory made here, on error
 	if assets == "" {
 		return nil, errors.New("no directory of kube-apiserver and etcd given (KUBEBUILDER_ASSETS; hack/controlplane.sh builds them and prints it)")
 	}
@@ -60,12 +95,50 @@ func Start(assets string) (*ControlPlane, error) {
 		CRDInstallOptions:     envtest.CRDInstallOptions{CRDs: crds},
 		Scheme:                scheme,
 	}
+	api := env.ControlPlane.GetAPIServer()
+	if opts.Address.IsValid() {
+		// Pods reach the API server at the kubernetes Service's ClusterIP:
+		// its certificate must name that address (envtest's names only the
+		// listening ones), so the certificates are made here.
+		dir, err := os.MkdirTemp("", "meshnet-apiserver-")
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			if cleanup != nil {
+				cleanup()
+			}
+		}()
+		cleanup = func() { os.RemoveAll(dir) }
+		if api.SecureServing.CA, err = servingCerts(dir, opts.Address, opts.ServiceCIDR); err != nil {
+			return nil, err
+		}
+		api.CertDir = dir
+		api.SecureServing.ListenAddr = envtest.ListenAddr{Address: opts.Address.String()}
+		if opts.Port != 0 {
+			api.SecureServing.ListenAddr.Port = strconv.Itoa(opts.Port)
+		}
+		api.Configure().Set("advertise-address", opts.Address.String())
+	}
+	if opts.ServiceCIDR != "" {
+		api.Configure().Set("service-cluster-ip-range", opts.ServiceCIDR)
+	}
+	if opts.ServiceAccounts {
+		api.Configure().Set("disable-admission-plugins", "")
+	}
+	for k, v := range opts.Args {
+		api.Configure().Set(k, v)
+	}
+	if opts.Log != nil {
+		api.Out, api.Err = opts.Log, opts.Log
+	}
 	start := time.Now()
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("start kube-apiserver and etcd from %s: %w", assets, err)
 	}
-	cp := &ControlPlane{Env: env, Config: cfg, Scheme: scheme, Took: time.Since(start)}
+	cp := &ControlPlane{Env: env, Config: cfg, Scheme: scheme, Took: time.Since(start), cleanup: cleanup}
+	cleanup = nil // Stop's now
 	if cp.Client, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme}); err != nil {
 		return nil, errors.Join(err, env.Stop())
 	}
@@ -77,6 +150,9 @@ func Start(assets string) (*ControlPlane, error) {
 
 // Stop stops kube-apiserver and etcd and removes etcd's data.
 func (cp *ControlPlane) Stop() error {
+	if cp.cleanup != nil {
+		defer cp.cleanup()
+	}
 	if err := cp.Env.Stop(); err != nil {
 		return fmt.Errorf("stop control plane: %w", err)
 	}
@@ -105,4 +181,51 @@ func (cp *ControlPlane) AdminKubeconfig(server string) ([]byte, error) {
 		c.Server = server
 	}
 	return clientcmd.Write(*cfg)
+}
+
+// servingCerts writes the API server's serving certificate and key, for
+// loopback, addr, the first address of serviceCIDR and the kubernetes
+// Service's names, and a service-account signing key pair into dir, as
+// envtest names them, and returns the CA that signed the certificate.
+func servingCerts(dir string, addr netip.Addr, serviceCIDR string) ([]byte, error) {
+	ips := []net.IP{net.ParseIP("127.0.0.1"), net.IP(addr.AsSlice())}
+	if serviceCIDR == "" {
+		serviceCIDR = "10.0.0.0/24"
+	}
+	svc, err := netip.ParsePrefix(serviceCIDR)
+	if err != nil {
+		return nil, fmt.Errorf("service CIDR %q: %w", serviceCIDR, err)
+	}
+	ips = append(ips, net.IP(svc.Addr().Next().AsSlice()))
+	chain, key, err := certutil.GenerateSelfSignedCertKey("kube-apiserver", ips,
+		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"})
+	if err != nil {
+		return nil, fmt.Errorf("API server certificate: %w", err)
+	}
+	// The chain is the serving certificate, then the CA that signed it.
+	first, rest := pem.Decode(chain)
+	if first == nil {
+		return nil, errors.New("API server certificate: no PEM block")
+	}
+	ca := rest
+	sa, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&sa.PublicKey)
+	if err != nil {
+		return nil, err
+	}
+	files := map[string][]byte{
+		"apiserver.crt": chain,
+		"apiserver.key": key,
+		"sa-signer.key": pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(sa)}),
+		"sa-signer.crt": pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}),
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	return ca, nil
 }

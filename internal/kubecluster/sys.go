@@ -1,0 +1,257 @@
+package kubecluster
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// netnsDir is where iproute2 keeps named network namespaces.
+const netnsDir = "/run/netns"
+
+// netns creates the network namespace <prefix><name>; Close deletes it.
+func (c *Cluster) netns(name string) (string, error) {
+	full := c.opts.Prefix + name
+	if err := run("ip", "netns", "add", full); err != nil {
+		return "", err
+	}
+	c.onClose(func() error { return run("ip", "netns", "delete", full) })
+	return filepath.Join(netnsDir, full), nil
+}
+
+// run runs argv and returns its output in the error when it fails.
+func run(argv ...string) error {
+	out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// process is a program of the cluster, logging to a file of its own.
+type process struct {
+	name    string
+	logFile string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+}
+
+// start starts argv, inside the namespaces named by ns ("" for the host's;
+// "NET" or "NET|MNT" for a network and a mount namespace's files).
+func (c *Cluster) start(name, ns string, argv ...string) (*process, error) {
+	dir := filepath.Join(c.opts.Dir, "logs")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	logFile := filepath.Join(dir, name+".log")
+	logf, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	if ns != "" {
+		netNS, mntNS, _ := strings.Cut(ns, "|")
+		pre := []string{"nsenter", "--net=" + netNS}
+		if mntNS != "" {
+			pre = append(pre, "--mount="+mntNS)
+		}
+		argv = append(append(pre, "--"), argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Its own process group: a terminal's ^C reaches the cluster, which
+	// stops its programs in order.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	c.log.Debug("started", "process", name, "pid", cmd.Process.Pid, "log", logFile)
+	p := &process{name: name, logFile: logFile, cmd: cmd, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.exited) }()
+	return p, nil
+}
+
+// stop sends SIGTERM and waits up to 20 s before killing.
+func (p *process) stop() error {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+		return nil
+	case <-time.After(20 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+		return fmt.Errorf("%s did not stop within 20s of SIGTERM; killed", p.name)
+	}
+}
+
+func (p *process) log() string {
+	data, _ := os.ReadFile(p.logFile)
+	return string(data)
+}
+
+// privateMount makes dir a mount point of its own with private
+// propagation, where namespace files can be bound.
+func privateMount(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := syscall.Mount(dir, dir, "", syscall.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", dir, err)
+	}
+	if err := syscall.Mount("", dir, "", syscall.MS_PRIVATE, ""); err != nil {
+		return errors.Join(fmt.Errorf("make %s private: %w", dir, err), unmount(dir))
+	}
+	return nil
+}
+
+// unmount detaches a mount, ignoring a path that is no mount point.
+func unmount(path string) error {
+	if err := syscall.Unmount(path, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+		return fmt.Errorf("unmount %s: %w", path, err)
+	}
+	return nil
+}
+
+// nsInode is the inode of a namespace file, what /proc/PID/ns/* compare by.
+func nsInode(path string) (uint64, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return 0, err
+	}
+	return st.Ino, nil
+}
+
+// killNode kills every process left of a node: those in its mount
+// namespace (containerd's shims), in its network namespace (hostNetwork
+// containers) and in its pods' network namespaces, until none is left.
+func killNode(n *Node) error {
+	inodes := map[uint64]bool{}
+	for _, p := range []string{n.MountNS, n.Netns} {
+		if p == "" {
+			continue
+		}
+		if ino, err := nsInode(p); err == nil {
+			inodes[ino] = true
+		}
+	}
+	if len(inodes) == 0 {
+		return nil
+	}
+	for try := 0; ; try++ {
+		// Pods' namespaces are found through their processes: a process
+		// whose parent is one of the node's shims belongs to the node.
+		pids := nodeProcesses(inodes)
+		if len(pids) == 0 {
+			return nil
+		}
+		if try == 50 {
+			return fmt.Errorf("processes of node %s still running after 5s of SIGKILL: %v", n.Name, pids)
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// nodeProcesses lists the processes in one of the namespaces in inodes,
+// and their descendants.
+func nodeProcesses(inodes map[uint64]bool) []int {
+	entries, _ := os.ReadDir("/proc")
+	parent := map[int]int{}
+	var all []int
+	in := map[int]bool{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		all = append(all, pid)
+		for _, ns := range []string{"mnt", "net"} {
+			if ino, err := nsInode(fmt.Sprintf("/proc/%d/ns/%s", pid, ns)); err == nil && inodes[ino] {
+				in[pid] = true
+			}
+		}
+		if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+			// pid (comm) state ppid ...: comm may hold spaces, so cut at the last ')'.
+			if i := strings.LastIndexByte(string(stat), ')'); i > 0 {
+				f := strings.Fields(string(stat)[i+1:])
+				if len(f) > 1 {
+					parent[pid], _ = strconv.Atoi(f[1])
+				}
+			}
+		}
+	}
+	var out []int
+	for _, pid := range all {
+		for p := pid; p > 1; p = parent[p] {
+			if in[p] {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// cgroupRoots are the cgroup v1 hierarchies (and v2's unified one) where
+// runc puts a node's containers.
+func cgroupRoots() []string {
+	matches, _ := filepath.Glob("/sys/fs/cgroup/*")
+	return matches
+}
+
+// removeCgroups removes the cgroups of the node's containers: the
+// directories named in its kubelet's pods' sandboxes, found as cgroups
+// whose path contains the node's container ids. Empty ones only: a
+// cgroup with a process left cannot be removed, and says so.
+func removeCgroups(n *Node) error {
+	ids := map[string]bool{}
+	tasks, _ := filepath.Glob(filepath.Join(n.Dir, "containerd", "state", "io.containerd.runtime.v2.task", "*", "*"))
+	for _, t := range tasks {
+		ids[filepath.Base(t)] = true
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	var errs []error
+	for _, root := range cgroupRoots() {
+		_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+			if err != nil || !d.IsDir() || path == root {
+				return nil
+			}
+			if ids[filepath.Base(path)] {
+				if err := removeTree(path); err != nil {
+					errs = append(errs, err)
+				}
+				return filepath.SkipDir
+			}
+			return nil
+		})
+	}
+	return errors.Join(errs...)
+}
+
+// removeTree removes a cgroup directory and the cgroups below it, deepest
+// first (cgroupfs removes only empty cgroups, with rmdir).
+func removeTree(path string) error {
+	var dirs []string
+	_ = filepath.WalkDir(path, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if err := syscall.Rmdir(dirs[i]); err != nil && !errors.Is(err, syscall.ENOENT) {
+			return fmt.Errorf("remove cgroup %s: %w", dirs[i], err)
+		}
+	}
+	return nil
+}
