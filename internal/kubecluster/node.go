@@ -290,8 +290,6 @@ func values(m map[string]string) []string {
 	return out
 }
 
-
-
 // containerdConfig: root, state, socket, sandbox image, three mirrors.
 // CAP_SYS_RESOURCE is denied on this kind of host: a negative
 // oom_score_adj fails, so restrict_oom_score_adj.
