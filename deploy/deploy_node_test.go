@@ -149,7 +149,44 @@ func TestNodeMeshnetAsInstalled(t *testing.T) {
 		waitLinkKind(t, c, ns, "r1", v1beta1.LinkKindVXLAN)
 		waitLinkKind(t, c, ns, "r2", v1beta1.LinkKindVXLAN)
 	})
+	t.Run("MacvlanToTheNodeNIC", func(t *testing.T) {
+		ns := "macvlan"
+		applyManifest(t, c, ns, macvlanRouter)
+		waitRunning(t, c, ns, "r3")
+		waitLinkKind(t, c, ns, "r3", v1beta1.LinkKindMacvlan)
+		out := kubectl(t, c, "-n", ns, "exec", "r3", "--", "ip", "-4", "addr", "show", "eth2")
+		if !strings.Contains(out, "172.17.0.199/16") {
+			t.Errorf("r3's eth2 lacks 172.17.0.199/16:\n%s", out)
+		}
+	})
 }
+
+// macvlanRouter is meshnet-cni's macvlan form (tests/macvlan.yml there): a
+// link to peer_pod localhost is a macvlan on the node's NIC named peer_intf.
+const macvlanRouter = `apiVersion: v1
+kind: List
+items:
+- apiVersion: networkop.co.uk/v1beta1
+  kind: Topology
+  metadata:
+    name: r3
+  spec:
+    links:
+    - uid: 2
+      peer_pod: localhost
+      local_intf: eth2
+      local_ip: 172.17.0.199/16
+      peer_intf: eth0
+- apiVersion: v1
+  kind: Pod
+  metadata:
+    name: r3
+  spec:
+    containers:
+    - image: alpine
+      name: pod
+      command: ["/bin/sh", "-c", "sleep 2000000000000"]
+`
 
 // twoRouters is a manifest in meshnet-cni's own test form (tests/2node.yml
 // there): Topology and Pod objects in one List, pods of image alpine with
@@ -324,4 +361,319 @@ func prefixed(prefix string, s []string) []string {
 		out[i] = prefix + v
 	}
 	return out
+}
+
+// TestNodeLinksThroughPodLifecycle follows links through what happens to
+// pods and nodes on a real cluster: a pod scheduled while its node has no
+// meshnetd, kubectl delete pod, a StatefulSet's replacement pod, a cable
+// pulled with kubectl patch, a rollout of meshnetd under a running ping, and
+// a node whose kubelet and containerd restart.
+func TestNodeLinksThroughPodLifecycle(t *testing.T) {
+	ctx := context.Background()
+	c := kubeclustertest.New(t, 2)
+	if err := c.Install(ctx, overlay); err != nil {
+		t.Fatalf("install meshnet: %v", err)
+	}
+	nodes := c.Nodes()
+
+	t.Run("PodWaitsForMeshnetd", func(t *testing.T) {
+		ns := "early"
+		// No meshnetd on any node: its DaemonSet selects no node. The
+		// conflist stays (the DaemonSet still exists).
+		kubectl(t, c, "-n", "meshnet", "patch", "daemonset", "meshnetd", "--type=merge",
+			"-p", `{"spec":{"template":{"spec":{"nodeSelector":{"meshnet.test/none":"true"}}}}}`)
+		waitNoPods(t, c, "meshnet", "app.kubernetes.io/name=meshnetd")
+		kubectl(t, c, "cordon", nodes[1].Name)
+		applyManifest(t, c, ns, twoRouters)
+		time.Sleep(5 * time.Second)
+		for _, name := range []string{"r1", "r2"} {
+			if p := pod(t, c, ns, name); p.Status.Phase == corev1.PodRunning {
+				t.Fatalf("%s is Running without meshnetd on its node", name)
+			}
+		}
+		events := kubectl(t, c, "-n", ns, "get", "events", "--field-selector", "involvedObject.name=r1")
+		if !strings.Contains(events, "meshnetd") {
+			t.Errorf("r1's events do not say that meshnetd is missing:\n%s", events)
+		}
+		kubectl(t, c, "-n", "meshnet", "patch", "daemonset", "meshnetd", "--type=json",
+			"-p", `[{"op":"remove","path":"/spec/template/spec/nodeSelector"}]`)
+		kubectl(t, c, "-n", "meshnet", "rollout", "status", "daemonset/meshnetd", "--timeout=120s")
+		waitRunning(t, c, ns, "r1", "r2")
+		kubectl(t, c, "uncordon", nodes[1].Name)
+		ping(t, c, ns, "r1", "12.12.12.2")
+	})
+
+	// A VXLAN link between r1 on node-1 and r2 on node-2, for what follows.
+	ns := "life"
+	applyManifest(t, c, ns, strings.SplitN(twoRouters, "- apiVersion: v1\n", 2)[0])
+	schedule(t, c, ns, routerPod("r1"), nodes[0].Name)
+	schedule(t, c, ns, routerPod("r2"), nodes[1].Name)
+	waitRunning(t, c, ns, "r1", "r2")
+	ping(t, c, ns, "r1", "12.12.12.2")
+
+	t.Run("CablePullWithKubectl", func(t *testing.T) {
+		kubectl(t, c, "-n", ns, "patch", "topology", "r1", "--type=json",
+			"-p", `[{"op":"add","path":"/spec/links/0/state","value":"down"}]`)
+		for _, p := range []string{"r1", "r2"} {
+			waitOperstate(t, c, ns, p, "eth1", "down")
+		}
+		waitStatus(t, c, ns, "r1", func(l v1beta1.LinkStatus) bool { return l.State == v1beta1.LinkDown })
+		kubectl(t, c, "-n", ns, "patch", "topology", "r1", "--type=json",
+			"-p", `[{"op":"replace","path":"/spec/links/0/state","value":"up"}]`)
+		for _, p := range []string{"r1", "r2"} {
+			waitOperstate(t, c, ns, p, "eth1", "up")
+		}
+		waitStatus(t, c, ns, "r1", func(l v1beta1.LinkStatus) bool { return l.State == v1beta1.LinkUp && l.Carrier })
+		ping(t, c, ns, "r1", "12.12.12.2")
+	})
+
+	t.Run("RolloutRestartUnderPing", func(t *testing.T) {
+		before := ifindex(t, c, ns, "r1", "eth1") + "/" + ifindex(t, c, ns, "r2", "eth1")
+		done := make(chan string, 1)
+		go func() {
+			out, _ := c.Kubectl(ctx, "-n", ns, "exec", "r1", "--", "ping", "-c", "100", "-i", "0.2", "-W", "1", "12.12.12.2")
+			done <- out
+		}()
+		time.Sleep(2 * time.Second)
+		kubectl(t, c, "-n", "meshnet", "rollout", "restart", "daemonset/meshnetd")
+		kubectl(t, c, "-n", "meshnet", "rollout", "status", "daemonset/meshnetd", "--timeout=120s")
+		out := <-done
+		sent, received := pingCounts(t, out)
+		t.Logf("ping across the rollout: %d sent, %d received", sent, received)
+		if sent-received > 5 {
+			t.Errorf("ping lost %d of %d packets across the rollout:\n%s", sent-received, sent, out)
+		}
+		if after := ifindex(t, c, ns, "r1", "eth1") + "/" + ifindex(t, c, ns, "r2", "eth1"); after != before {
+			t.Errorf("eth1 was re-wired by the rollout: ifindexes %s before, %s after", before, after)
+		}
+	})
+
+	t.Run("KubeletAndContainerdRestart", func(t *testing.T) {
+		before := ifindex(t, c, ns, "r2", "eth1")
+		n := nodes[1]
+		if err := n.StopRuntime(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+		if err := n.StartRuntime(); err != nil {
+			t.Fatal(err)
+		}
+		waitRunning(t, c, ns, "r2")
+		kubectl(t, c, "-n", "meshnet", "rollout", "status", "daemonset/meshnetd", "--timeout=120s")
+		// The restarted kubelet serves exec once it knows its pods again.
+		var after string
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			out, err := c.Kubectl(ctx, "-n", ns, "exec", "r2", "--", "cat", "/sys/class/net/eth1/ifindex")
+			if after = strings.TrimSpace(out); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("exec in r2 after the runtime restart: %v", err)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		if after != before {
+			t.Errorf("r2's eth1 changed across the runtime restart: ifindex %s before, %s after", before, after)
+		}
+		ping(t, c, ns, "r2", "12.12.12.1")
+	})
+
+	t.Run("DeletePodRemovesBothEnds", func(t *testing.T) {
+		kubectl(t, c, "-n", ns, "delete", "pod", "r1", "--grace-period=1", "--wait=true", "--timeout=60s")
+		// r1's node-2 peer loses its VXLAN end: meshnetd on node-1 ran DEL
+		// through containerd and told node-2's meshnetd.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			out, err := c.Kubectl(ctx, "-n", ns, "exec", "r2", "--", "ip", "link", "show", "eth1")
+			if err != nil && strings.Contains(out, "eth1") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("r2's eth1 (the remote VXLAN end of r1's link) still there 30s after r1 was deleted:\n%s", out)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	})
+
+	t.Run("StatefulSetReplacementIsWired", func(t *testing.T) {
+		ns := "sts"
+		applyManifest(t, c, ns, statefulSets)
+		waitRunning(t, c, ns, "r1-0", "r2-0")
+		ping(t, c, ns, "r1-0", "12.12.12.2")
+		old := pod(t, c, ns, "r1-0").UID
+		kubectl(t, c, "-n", ns, "delete", "pod", "r1-0", "--grace-period=1", "--wait=true", "--timeout=60s")
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			var p corev1.Pod
+			err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "r1-0"}, &p)
+			if err == nil && p.UID != old {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the StatefulSet did not replace r1-0 within 60s")
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		waitRunning(t, c, ns, "r1-0")
+		ping(t, c, ns, "r1-0", "12.12.12.2")
+		ping(t, c, ns, "r2-0", "12.12.12.1")
+	})
+}
+
+// statefulSets is meshnet-cni's StatefulSet form (tests/2node-sts.yml
+// there): Topologies named like the StatefulSets' pods.
+const statefulSets = `apiVersion: networkop.co.uk/v1beta1
+kind: Topology
+metadata:
+  name: r1-0
+spec:
+  links:
+  - uid: 1
+    peer_pod: r2-0
+    local_intf: eth1
+    local_ip: 12.12.12.1/24
+    peer_intf: eth1
+    peer_ip: 12.12.12.2/24
+---
+apiVersion: networkop.co.uk/v1beta1
+kind: Topology
+metadata:
+  name: r2-0
+spec:
+  links:
+  - uid: 1
+    peer_pod: r1-0
+    local_intf: eth1
+    local_ip: 12.12.12.2/24
+    peer_intf: eth1
+    peer_ip: 12.12.12.1/24
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: r1
+spec:
+  selector:
+    matchLabels:
+      topo: r1
+  replicas: 1
+  serviceName: r1
+  template:
+    metadata:
+      labels:
+        topo: r1
+    spec:
+      containers:
+      - image: alpine
+        name: pod
+        command: ["/bin/sh", "-c", "sleep 2000000000000"]
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: r2
+spec:
+  selector:
+    matchLabels:
+      topo: r2
+  replicas: 1
+  serviceName: r2
+  template:
+    metadata:
+      labels:
+        topo: r2
+    spec:
+      containers:
+      - image: alpine
+        name: pod
+        command: ["/bin/sh", "-c", "sleep 2000000000000"]
+`
+
+// schedule applies a one-pod manifest with every node but node cordoned.
+func schedule(t *testing.T, c *kubecluster.Cluster, ns, manifest, node string) {
+	t.Helper()
+	var cordoned []string
+	for _, n := range c.Nodes() {
+		if n.Name != node {
+			kubectl(t, c, "cordon", n.Name)
+			cordoned = append(cordoned, n.Name)
+		}
+	}
+	applyManifest(t, c, ns, manifest)
+	deadline := time.Now().Add(30 * time.Second)
+	name := strings.TrimSpace(strings.SplitN(strings.SplitN(manifest, "name: ", 2)[1], "\n", 2)[0])
+	for pod(t, c, ns, name).Spec.NodeName == "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not scheduled within 30s", name)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, n := range cordoned {
+		kubectl(t, c, "uncordon", n)
+	}
+}
+
+func waitNoPods(t *testing.T, c *kubecluster.Cluster, ns, selector string) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for len(podsOf(t, c, ns, selector)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("pods %s still in %s after 90s", selector, ns)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// waitOperstate waits until intf in the pod has the operstate want, read
+// from the kernel inside the container.
+func waitOperstate(t *testing.T, c *kubecluster.Cluster, ns, pod, intf, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := c.Kubectl(context.Background(), "-n", ns, "exec", pod, "--", "cat", "/sys/class/net/"+intf+"/operstate")
+		got := strings.TrimSpace(out)
+		// A VXLAN device that is up says "unknown": it has no carrier of its own.
+		if err == nil && (got == want || (want == "down" && got == "lowerlayerdown") || (want == "up" && got == "unknown")) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's %s: operstate %q (%v), want %s", pod, intf, got, err, want)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitStatus waits until the Topology's first link status satisfies ok.
+func waitStatus(t *testing.T, c *kubecluster.Cluster, ns, name string, ok func(v1beta1.LinkStatus) bool) {
+	t.Helper()
+	var topo v1beta1.Topology
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &topo)
+		if err == nil && len(topo.Status.Links) > 0 && ok(topo.Status.Links[0]) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Topology %s/%s status %+v (%v) not as wanted after 30s", ns, name, topo.Status.Links, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func ifindex(t *testing.T, c *kubecluster.Cluster, ns, pod, intf string) string {
+	t.Helper()
+	return strings.TrimSpace(kubectl(t, c, "-n", ns, "exec", pod, "--", "cat", "/sys/class/net/"+intf+"/ifindex"))
+}
+
+// pingCounts reads busybox ping's summary line.
+func pingCounts(t *testing.T, out string) (sent, received int) {
+	t.Helper()
+	for _, line := range strings.Split(out, "\n") {
+		if _, err := fmt.Sscanf(strings.TrimSpace(line), "%d packets transmitted, %d packets received", &sent, &received); err == nil {
+			return sent, received
+		}
+	}
+	t.Fatalf("no ping summary in:\n%s", out)
+	return 0, 0
 }

@@ -30,6 +30,7 @@ import (
 	"google.golang.org/grpc/reflection"
 	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -74,6 +75,10 @@ type Config struct {
 	// DaemonNamespace and DaemonService name meshnetd's own Service, whose
 	// EndpointSlices find the other nodes' daemons for the data API.
 	DaemonNamespace, DaemonService string
+	// DaemonSet is the DaemonSet running meshnetd, in DaemonNamespace: while
+	// it exists, a stopping meshnetd keeps its conflist. Empty: always
+	// removed on stop.
+	DaemonSet string
 	// StateDir holds the pod store (StateDir/pods).
 	StateDir string
 	// CNIBinDir and CNIConfDir are the runtime's CNI directories.
@@ -320,8 +325,10 @@ func Run(ctx context.Context, cfg Config) error {
 	healthSrv.Shutdown()
 	tcpHealth.Shutdown()
 	httpSrv.Close()
-	if err := cniconf.Remove(cfg.CNIConfDir); err != nil {
-		log.Error("conflist not removed", "error", err)
+	if uninstalling(kube, cfg, log) {
+		if err := cniconf.Remove(cfg.CNIConfDir); err != nil {
+			log.Error("conflist not removed", "error", err)
+		}
 	}
 	cancel()
 	stopped := make(chan struct{})
@@ -335,6 +342,31 @@ func Run(ctx context.Context, cfg Config) error {
 	<-statusDone
 	os.Remove(cfg.Socket)
 	return runErr
+}
+
+// uninstalling tells whether meshnetd is stopping for good, so that its
+// conflist goes with it: when its DaemonSet is gone or being deleted, or
+// cannot be read (no DaemonSet runs it). While the DaemonSet stays (a
+// rollout, a restart, an upgrade), the conflist stays too: a pod created
+// meanwhile fails CNI ADD, which the runtime retries until meshnetd is
+// back, instead of starting without its links.
+func uninstalling(kube kubernetes.Interface, cfg Config, log *slog.Logger) bool {
+	if cfg.DaemonSet == "" {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	ds, err := kube.AppsV1().DaemonSets(cfg.DaemonNamespace).Get(ctx, cfg.DaemonSet, metav1.GetOptions{})
+	switch {
+	case err != nil:
+		log.Info("removing the conflist: meshnetd's DaemonSet cannot be read", "daemonset", cfg.DaemonSet, "error", err)
+		return true
+	case ds.DeletionTimestamp != nil:
+		log.Info("removing the conflist: meshnetd's DaemonSet is being deleted", "daemonset", cfg.DaemonSet)
+		return true
+	}
+	log.Info("keeping the conflist: meshnetd's DaemonSet stays, pods created meanwhile wait for it", "daemonset", cfg.DaemonSet)
+	return false
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {
