@@ -33,6 +33,13 @@ lab: lab-bin
 	@bash hack/deps.sh
 	KUBEBUILDER_ASSETS=$$(bash hack/controlplane.sh) $(BIN)/meshnet-lab up $(LAB_FLAGS) $(LAB_TOPOLOGY)
 
+# The same on real nodes: kube-controller-manager, kube-scheduler, and per
+# node containerd, kubelet and kube-proxy; meshnet installed with
+# kubectl apply -k deploy/overlays/kind; the routers real pods.
+lab-real: lab-bin node-bin
+	@bash hack/deps.sh
+	KUBEBUILDER_ASSETS=$$(bash hack/controlplane.sh --nodes) $(BIN)/meshnet-lab up -real $(LAB_FLAGS) $(LAB_TOPOLOGY)
+
 lab-down:
 	$(GO) run ./cmd/meshnet-lab down
 

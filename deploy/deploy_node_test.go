@@ -677,3 +677,57 @@ func pingCounts(t *testing.T, out string) (sent, received int) {
 	t.Fatalf("no ping summary in:\n%s", out)
 	return 0, 0
 }
+
+// TestNodeTeardownLeavesNothing runs meshnet and a VXLAN link on two real
+// nodes, removes the cluster, and looks for anything left: processes,
+// mounts, namespaces, interfaces, cgroups, directories.
+func TestNodeTeardownLeavesNothing(t *testing.T) {
+	ctx := context.Background()
+	existed := map[string]bool{}
+	for _, p := range kubecluster.HostPaths() {
+		_, err := os.Stat(p)
+		existed[p] = err == nil
+	}
+	dir, err := os.MkdirTemp("", "meshnet-kube-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := kubecluster.New(ctx, kubecluster.Options{Dir: dir, Prefix: kubeclustertest.Prefix, Nodes: 2,
+		Binaries: kubeclustertest.Binaries(t), MeshnetImage: "meshnet:dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			c.Close()
+		}
+	}()
+	if err := c.Install(ctx, overlay); err != nil {
+		t.Fatalf("install meshnet: %v", err)
+	}
+	ns := "teardown"
+	applyManifest(t, c, ns, strings.SplitN(twoRouters, "- apiVersion: v1\n", 2)[0])
+	schedule(t, c, ns, routerPod("r1"), c.Nodes()[0].Name)
+	schedule(t, c, ns, routerPod("r2"), c.Nodes()[1].Name)
+	waitRunning(t, c, ns, "r1", "r2")
+	ping(t, c, ns, "r1", "12.12.12.2")
+
+	start := time.Now()
+	closed = true
+	if err := c.Close(); err != nil {
+		t.Errorf("remove the cluster: %v", err)
+	}
+	t.Logf("cluster removed in %v", time.Since(start).Round(time.Millisecond))
+	if err := os.RemoveAll(dir); err != nil {
+		t.Errorf("remove %s: %v", dir, err)
+	}
+	for _, l := range kubecluster.Leftovers(dir, kubeclustertest.Prefix) {
+		t.Errorf("left behind: %s", l)
+	}
+	for p, was := range existed {
+		if _, err := os.Stat(p); (err == nil) != was {
+			t.Errorf("%s: existed before the cluster: %v, exists after: %v", p, was, err == nil)
+		}
+	}
+}

@@ -70,13 +70,19 @@ func up(cmd string, args []string) error {
 	fs.StringVar(&cfg.Dir, "dir", labctl.DefaultDir, "the lab's state directory")
 	fs.StringVar(&cfg.Assets, "assets", os.Getenv("KUBEBUILDER_ASSETS"), "directory of kube-apiserver and etcd (hack/controlplane.sh prints it)")
 	fs.StringVar(&cfg.BinDir, "bin", filepath.Dir(self), "directory of meshnetd, meshnet-cni, meshnet-controller and the loopback CNI plugin")
-	fs.IntVar(&cfg.Nodes, "nodes", 2, "number of emulated nodes")
+	fs.IntVar(&cfg.Nodes, "nodes", 2, "number of nodes")
+	fs.BoolVar(&cfg.Real, "real", false, "real nodes: kubelet and containerd in each, meshnet installed with kubectl apply -k (-assets must hold the node binaries too: hack/controlplane.sh --nodes)")
+	fs.StringVar(&cfg.Overlay, "overlay", "deploy/overlays/kind", "with -real: the kustomize overlay that installs meshnet")
+	fs.StringVar(&cfg.Busybox, "busybox", "/bin/busybox", "with -real: the static busybox of the router image")
 	fs.StringVar(&cfg.Namespace, "namespace", "default", "namespace of the pods and Topology objects")
 	_ = fs.Parse(args)
 	if fs.NArg() != 1 {
 		return fmt.Errorf("%s needs one topology file, got %d arguments\n%s", cmd, fs.NArg(), usage)
 	}
 	if cfg.Topology, err = filepath.Abs(fs.Arg(0)); err != nil {
+		return err
+	}
+	if cfg.Overlay, err = filepath.Abs(cfg.Overlay); err != nil {
 		return err
 	}
 	if cmd == "serve" {

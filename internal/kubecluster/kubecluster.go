@@ -124,6 +124,7 @@ func New(ctx context.Context, opts Options) (c *Cluster, err error) {
 		return nil, err
 	}
 	c = &Cluster{opts: opts, log: opts.Log}
+	c.onClose(removeSharedCgroupParent) // last, after every node
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, c.Close())

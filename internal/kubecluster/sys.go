@@ -255,3 +255,181 @@ func removeTree(path string) error {
 	}
 	return nil
 }
+
+// sharedCgroupParent is where containerd puts every container of a node
+// whose kubelet runs without QoS cgroups: /k8s.io in each hierarchy.
+const sharedCgroupParent = "k8s.io"
+
+// removeSharedCgroupParent removes /k8s.io from every hierarchy where it
+// is empty; another runtime's containers keep it (rmdir fails, ignored).
+func removeSharedCgroupParent() error {
+	for _, root := range cgroupRoots() {
+		_ = syscall.Rmdir(filepath.Join(root, sharedCgroupParent))
+	}
+	return nil
+}
+
+// Leftovers lists what a cluster whose state was in dir and whose
+// namespaces were named with prefix left on the machine: namespaces, the
+// host's interface, mounts and processes naming dir, containers' cgroups,
+// and dir itself. Empty after a clean Close.
+func Leftovers(dir, prefix string) []string {
+	var left []string
+	entries, _ := os.ReadDir(netnsDir)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) {
+			left = append(left, "network namespace "+e.Name())
+		}
+	}
+	if _, err := os.Stat(filepath.Join("/sys/class/net", hostNIC)); err == nil {
+		left = append(left, "interface "+hostNIC)
+	}
+	if data, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.Contains(line, dir) {
+				left = append(left, "mount "+line)
+			}
+		}
+	}
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		if _, err := strconv.Atoi(p.Name()); err != nil || p.Name() == strconv.Itoa(os.Getpid()) {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if strings.Contains(string(cmdline), dir) {
+			left = append(left, "process "+p.Name()+": "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+		}
+	}
+	for _, root := range cgroupRoots() {
+		sub, _ := os.ReadDir(filepath.Join(root, sharedCgroupParent))
+		for _, s := range sub {
+			if s.IsDir() {
+				left = append(left, "cgroup "+filepath.Join(root, sharedCgroupParent, s.Name()))
+			}
+		}
+	}
+	if _, err := os.Stat(dir); err == nil {
+		left = append(left, "directory "+dir)
+	}
+	return left
+}
+
+// HostPaths are the paths on the host where nodes mount their own
+// directories; a cluster makes those missing and removes them again.
+func HostPaths() []string {
+	var out []string
+	for p := range hostPaths {
+		out = append(out, p)
+	}
+	return out
+}
+
+// Sweep removes what a cluster killed before its Close left (state in dir,
+// namespaces named with prefix): its processes and their containers, the
+// mounts under dir, the namespaces, the host's interface and the
+// containers' cgroups. It returns what it removed.
+func Sweep(dir, prefix string) ([]string, error) {
+	if prefix == "" || dir == "" {
+		return nil, fmt.Errorf("sweep: an empty prefix or directory would match everything")
+	}
+	var removed []string
+	var errs []error
+	// Processes started with dir in their command line (containerd, its
+	// shims, kubelet, kube-proxy) and everything below them.
+	roots := map[int]bool{}
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if cmdline, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline")); strings.Contains(string(cmdline), dir) {
+			roots[pid] = true
+		}
+	}
+	if len(roots) > 0 {
+		for try := 0; try < 50; try++ {
+			pids := descendants(roots)
+			if len(pids) == 0 {
+				break
+			}
+			for _, pid := range pids {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		removed = append(removed, fmt.Sprintf("%d processes", len(roots)))
+	}
+	if data, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+		var mounts []string
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir) {
+				mounts = append(mounts, f[4])
+			}
+		}
+		for i := len(mounts) - 1; i >= 0; i-- {
+			if err := unmount(mounts[i]); err != nil {
+				errs = append(errs, err)
+			} else {
+				removed = append(removed, "mount "+mounts[i])
+			}
+		}
+	}
+	entries, _ := os.ReadDir(netnsDir)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) {
+			if err := run("ip", "netns", "delete", e.Name()); err != nil {
+				errs = append(errs, err)
+			} else {
+				removed = append(removed, "netns "+e.Name())
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join("/sys/class/net", hostNIC)); err == nil {
+		if err := run("ip", "link", "delete", hostNIC); err == nil {
+			removed = append(removed, "interface "+hostNIC)
+		}
+	}
+	for _, root := range cgroupRoots() {
+		sub, _ := os.ReadDir(filepath.Join(root, sharedCgroupParent))
+		for _, s := range sub {
+			if s.IsDir() && removeTree(filepath.Join(root, sharedCgroupParent, s.Name())) == nil {
+				removed = append(removed, "cgroup "+filepath.Join(root, sharedCgroupParent, s.Name()))
+			}
+		}
+	}
+	_ = removeSharedCgroupParent()
+	return removed, errors.Join(errs...)
+}
+
+// descendants are the live processes in roots and below them.
+func descendants(roots map[int]bool) []int {
+	procs, _ := os.ReadDir("/proc")
+	parent := map[int]int{}
+	var all []int
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		all = append(all, pid)
+		if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+			if i := strings.LastIndexByte(string(stat), ')'); i > 0 {
+				if f := strings.Fields(string(stat)[i+1:]); len(f) > 1 {
+					parent[pid], _ = strconv.Atoi(f[1])
+				}
+			}
+		}
+	}
+	var out []int
+	for _, pid := range all {
+		for p := pid; p > 1; p = parent[p] {
+			if roots[p] {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out
+}

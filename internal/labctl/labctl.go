@@ -38,6 +38,11 @@ type Config struct {
 	Namespace string
 	Nodes     int
 	Log       *slog.Logger
+	// Real runs the lab on real nodes (kubelet, containerd; Assets must then
+	// hold their binaries too, BinDir the CNI plugins and pause), meshnet
+	// installed from Overlay; Busybox is the router image's busybox.
+	Real             bool
+	Overlay, Busybox string
 }
 
 // Files of the state directory.
@@ -62,6 +67,9 @@ func Serve(ctx context.Context, cfg Config) (err error) {
 	}
 	if err := os.WriteFile(filepath.Join(cfg.Dir, pidFile), fmt.Appendf(nil, "%d\n", os.Getpid()), 0o644); err != nil {
 		return err
+	}
+	if cfg.Real {
+		return serveReal(ctx, cfg, f)
 	}
 	log := cfg.Log
 	l, err := lab.New(lab.Options{

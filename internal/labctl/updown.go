@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/meshnet/meshnet/internal/kubecluster"
 	"github.com/meshnet/meshnet/internal/lab"
 )
 
@@ -74,6 +75,9 @@ func Down(dir string, within time.Duration) ([]string, error) {
 		removed = append(removed, fmt.Sprintf("lab process %d", pid))
 	}
 	swept, err := lab.Sweep(NetnsPrefix)
+	removed = append(removed, swept...)
+	errs = append(errs, err)
+	swept, err = kubecluster.Sweep(dir, NetnsPrefix)
 	removed = append(removed, swept...)
 	errs = append(errs, err)
 	if _, err := os.Stat(dir); err == nil {

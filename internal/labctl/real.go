@@ -1,0 +1,200 @@
+package labctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/kubecluster"
+	"github.com/meshnet/meshnet/internal/lab"
+	"github.com/meshnet/meshnet/internal/topofile"
+)
+
+// RouterImage is the image of the lab's router pods: the busybox image the
+// cluster's registry serves as docker.io's alpine.
+const RouterImage = "alpine"
+
+// serveReal runs the lab on real nodes (internal/kubecluster): meshnet
+// installed from cfg.Overlay with kubectl apply -k, each router a real pod
+// of RouterImage with its Topology.
+func serveReal(ctx context.Context, cfg Config, f *topofile.File) (err error) {
+	for _, l := range f.Links {
+		if l.LinkOptions != nil {
+			return fmt.Errorf("link %d: physical peers are not stood in on real nodes yet; use the emulated lab (make lab)", l.UID)
+		}
+	}
+	busybox := cfg.Busybox
+	if busybox == "" {
+		busybox = "/bin/busybox"
+	}
+	log := cfg.Log
+	start := time.Now()
+	c, err := kubecluster.New(ctx, kubecluster.Options{
+		Dir: cfg.Dir, Prefix: NetnsPrefix, Nodes: cfg.Nodes, MeshnetImage: "meshnet:dev", Log: log,
+		Binaries: kubecluster.Binaries{Assets: cfg.Assets, CNI: cfg.BinDir, Meshnet: cfg.BinDir,
+			Pause: filepath.Join(cfg.BinDir, "pause"), Busybox: busybox},
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		log.Info("removing the lab")
+		err = errors.Join(err, c.Close())
+	}()
+	if err := c.Install(ctx, cfg.Overlay); err != nil {
+		return fmt.Errorf("install meshnet from %s: %w", cfg.Overlay, err)
+	}
+	log.Info("meshnet installed", "overlay", cfg.Overlay)
+	if err := c.Namespace(ctx, cfg.Namespace); err != nil {
+		return err
+	}
+	topos, err := f.Topologies(cfg.Namespace)
+	if err != nil {
+		return err
+	}
+	for i := range topos {
+		if err := c.Client.Create(ctx, &topos[i]); err != nil {
+			return fmt.Errorf("create Topology %s: %w", topos[i].Name, err)
+		}
+	}
+	for _, t := range topos {
+		if err := c.Client.Create(ctx, routerPod(cfg.Namespace, t.Name)); err != nil {
+			return fmt.Errorf("create pod %s: %w", t.Name, err)
+		}
+	}
+	wait, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	err = waitRealReady(wait, c, cfg.Namespace, topos)
+	cancel()
+	if err != nil {
+		return err
+	}
+	g := realGuide{c: c, f: f, ns: cfg.Namespace, down: downCommand(cfg.Dir), binDir: cfg.BinDir, took: time.Since(start)}
+	text, err := g.String(ctx)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(cfg.Dir, guideFile), []byte(text), 0o644); err != nil {
+		return err
+	}
+	log.Info("lab ready", "kubeconfig", c.Kubeconfig, "took", time.Since(start).Round(time.Millisecond))
+	<-ctx.Done()
+	return nil
+}
+
+// routerPod is a router of the lab: a sleeping busybox, as meshnet-cni's
+// test pods are.
+func routerPod(namespace, name string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{"meshnet.lab/router": name}},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: new(int64),
+			Containers: []corev1.Container{{
+				Name: "router", Image: RouterImage, Command: []string{"/bin/sh", "-c", "sleep 2000000000"},
+			}},
+		},
+	}
+}
+
+// waitRealReady waits until every router pod runs and every Topology is
+// Ready (its links converged in the kernel, as the controller reports).
+func waitRealReady(ctx context.Context, c *kubecluster.Cluster, ns string, topos []v1beta1.Topology) error {
+	for {
+		var notReady []string
+		for _, t := range topos {
+			var p corev1.Pod
+			if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: t.Name}, &p); err != nil || p.Status.Phase != corev1.PodRunning {
+				notReady = append(notReady, "pod "+t.Name)
+				continue
+			}
+			var got v1beta1.Topology
+			if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: t.Name}, &got); err != nil || !lab.Ready(&got) {
+				notReady = append(notReady, "Topology "+t.Name)
+			}
+		}
+		if len(notReady) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			out, _ := c.Kubectl(context.Background(), "-n", ns, "get", "pods,topo", "-o", "wide")
+			return fmt.Errorf("not ready: %s\n%s", strings.Join(notReady, ", "), out)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// realGuide is what `meshnet-lab up -real` prints.
+type realGuide struct {
+	c      *kubecluster.Cluster
+	f      *topofile.File
+	ns     string
+	down   string
+	binDir string
+	took   time.Duration
+}
+
+func (g realGuide) String(ctx context.Context) (string, error) {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	var pods corev1.PodList
+	if err := g.c.Client.List(ctx, &pods, client.InNamespace(g.ns)); err != nil {
+		return "", err
+	}
+	byNode := map[string][]string{}
+	for _, p := range pods.Items {
+		byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p.Name)
+	}
+	w("meshnet lab is up on real nodes in %v: %d pods on %d nodes (kubelet, containerd), namespace %s, API server %s",
+		g.took.Round(time.Second), len(pods.Items), len(g.c.Nodes()), g.ns, g.c.ControlPlane.Config.Host)
+	for _, n := range g.c.Nodes() {
+		w("  %-8s %s  pods %s", n.Name, n.IP, strings.Join(byNode[n.Name], " "))
+	}
+	var link topofile.Link
+	found := false
+	for _, l := range g.f.Links {
+		if l.IsPod(0) && l.IsPod(1) {
+			link, found = l, true
+			break
+		}
+	}
+	w("")
+	w("Try it:")
+	w("  export KUBECONFIG=%s", g.c.Kubeconfig)
+	w("  kubectl get pods,topo -n %s -o wide", g.ns)
+	w("  kubectl -n meshnet get daemonset,deployment,pods -o wide")
+	if found {
+		local, peer := link.Endpoints[0], link.Endpoints[1]
+		w("  kubectl exec -n %s %s -- ip addr show %s", g.ns, local.Name, local.Intf)
+		if ip := addr(peer.IP); ip != "" {
+			w("  kubectl exec -n %s %s -- ping -c 3 %s", g.ns, local.Name, ip)
+		}
+		w("  kubectl edit topo -n %s %s                 # on link %s add:  state: down", g.ns, local.Name, local.Intf)
+		w("  kubectl get topo -n %s %s -o yaml          # status: what the kernel has", g.ns, local.Name)
+		var hostIP string
+		for _, p := range pods.Items {
+			if p.Name == local.Name {
+				hostIP = p.Status.HostIP
+			}
+		}
+		grpcurl := "grpcurl"
+		if _, err := os.Stat(filepath.Join(g.binDir, "grpcurl")); err == nil {
+			grpcurl = filepath.Join(g.binDir, "grpcurl")
+		}
+		w("  TOKEN=$(kubectl -n meshnet create token meshnet-operator)")
+		w(`  %s -plaintext -H "authorization: Bearer $TOKEN" -d '{"namespace":"%s","pod":"%s","interface":"%s","state":"LINK_STATE_DOWN"}' %s:%d meshnet.v1.LinkService/SetLinkState`,
+			grpcurl, g.ns, local.Name, local.Intf, hostIP, lab.GRPCPort)
+		w("  curl -s http://%s:%d/v1/namespaces/%s/pods/%s/links", hostIP, lab.HTTPPort, g.ns, local.Name)
+	}
+	w("  kubectl -n meshnet rollout restart daemonset/meshnetd   # links and their state survive")
+	w("Remove it: %s", g.down)
+	return b.String(), nil
+}
