@@ -1,4 +1,4 @@
-# meshnet: `make lab` (the whole stack on this machine), `make build`,
+# meshnet: `make lab` (the whole stack on real nodes on this machine), `make build`,
 # `make test` (every tier), `make check` (format, vet, generated code).
 SHELL := /usr/bin/env bash
 GO ?= go
@@ -6,7 +6,7 @@ BIN ?= bin
 CMDS := meshnetd meshnet-controller meshnet-cni
 CONTROLLER_GEN := $(GO) tool -modfile=tools/go.mod controller-gen
 
-.PHONY: all build lab lab-bin lab-down lab-vm lab-real node-bin generate generate-crd generate-proto check test test-unit test-kernel test-vm test-cluster test-node bench clean
+.PHONY: all build lab lab-emulated lab-bin lab-down lab-vm node-bin generate generate-crd generate-proto check test test-unit test-kernel test-vm test-cluster test-node bench clean
 
 all: build
 
@@ -29,14 +29,16 @@ node-bin: build
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./hack/pause github.com/containernetworking/plugins/plugins/main/loopback
 	CGO_ENABLED=0 $(GO) build -modfile=tools/go.mod -trimpath -o $(BIN)/ github.com/containernetworking/plugins/plugins/main/bridge github.com/containernetworking/plugins/plugins/ipam/host-local
 
-lab: lab-bin
+# The emulated lab: nodes are network namespaces running meshnetd by hand,
+# pods are namespaces wired through libcni (fast; the kernel tier's).
+lab-emulated: lab-bin
 	@bash hack/deps.sh
 	KUBEBUILDER_ASSETS=$$(bash hack/controlplane.sh) $(BIN)/meshnet-lab up $(LAB_FLAGS) $(LAB_TOPOLOGY)
 
-# The same on real nodes: kube-controller-manager, kube-scheduler, and per
-# node containerd, kubelet and kube-proxy; meshnet installed with
-# kubectl apply -k deploy/overlays/kind; the routers real pods.
-lab-real: lab-bin node-bin
+# The main job: the lab on real nodes (kube-controller-manager,
+# kube-scheduler, and per node containerd, kubelet and kube-proxy), meshnet
+# installed with kubectl apply -k deploy/overlays/kind, the routers real pods.
+lab: lab-bin node-bin
 	@bash hack/deps.sh
 	KUBEBUILDER_ASSETS=$$(bash hack/controlplane.sh --nodes) $(BIN)/meshnet-lab up -real $(LAB_FLAGS) $(LAB_TOPOLOGY)
 

@@ -10,7 +10,7 @@
 // machine.
 //
 // meshnet is then installed on it as users install it: kubectl apply -k of
-// a deploy/ overlay. The real-node test tier and `make lab-real` use it.
+// a deploy/ overlay. The real-node test tier and `make lab` use it.
 package kubecluster
 
 import (

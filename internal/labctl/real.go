@@ -29,7 +29,7 @@ const RouterImage = "alpine"
 func serveReal(ctx context.Context, cfg Config, f *topofile.File) (err error) {
 	for _, l := range f.Links {
 		if l.LinkOptions != nil {
-			return fmt.Errorf("link %d: physical peers are not stood in on real nodes yet; use the emulated lab (make lab)", l.UID)
+			return fmt.Errorf("link %d: physical peers are not stood in on real nodes yet; use the emulated lab (make lab-emulated)", l.UID)
 		}
 	}
 	busybox := cfg.Busybox
