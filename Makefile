@@ -25,7 +25,7 @@ lab-bin: build
 
 # A cluster of real nodes (kubelet, containerd) also needs the primary CNI's
 # plugins and the pause image's entrypoint.
-node-bin: build
+node-bin: lab-bin
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./hack/pause github.com/containernetworking/plugins/plugins/main/loopback
 	CGO_ENABLED=0 $(GO) build -modfile=tools/go.mod -trimpath -o $(BIN)/ github.com/containernetworking/plugins/plugins/main/bridge github.com/containernetworking/plugins/plugins/ipam/host-local
 

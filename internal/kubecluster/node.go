@@ -41,6 +41,9 @@ var hostPaths = map[string]string{
 	"/var/lib/meshnet":    "meshnet/lib",
 	"/run/meshnet":        "meshnet/run",
 	"/run/netns":          "netns",
+	// containerd's socket stands where kubelet and the CRI tools expect it
+	// (and its path stays short: unix sockets take 108 bytes at most).
+	"/run/containerd": "containerd/run",
 }
 
 // newNode makes node i's namespaces, directories and CNI setup.
@@ -166,7 +169,7 @@ func (n *Node) Start() error {
 func (n *Node) StartRuntime() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	sock := filepath.Join(n.Dir, "containerd", "containerd.sock")
+	const sock = "/run/containerd/containerd.sock" // in the node's mount namespace
 	if n.containerd == nil {
 		conf := filepath.Join(n.Dir, "containerd.toml")
 		mirror := "http://" + netip.AddrPortFrom(HostIP, RegistryPort).String()
@@ -180,7 +183,8 @@ func (n *Node) StartRuntime() error {
 			return err
 		}
 		n.containerd = p
-		if err := waitSocket(sock, p, 30*time.Second); err != nil {
+		// The socket as the host sees it: through containerd's own root.
+		if err := waitSocket(fmt.Sprintf("/proc/%d/root%s", p.cmd.Process.Pid, sock), p, 30*time.Second); err != nil {
 			return fmt.Errorf("containerd on %s: %w", n.Name, err)
 		}
 	}

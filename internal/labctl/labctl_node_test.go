@@ -1,0 +1,67 @@
+//go:build node
+
+package labctl_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/meshnet/meshnet/internal/kubecluster"
+	"github.com/meshnet/meshnet/internal/labctl"
+)
+
+// TestNodeLabUpRunsItsGuideAndDownLeavesNothing runs `make lab`'s lab on
+// real nodes with the meshnet-lab binary, runs the printed guide's commands
+// as printed, in order, in one shell (but kubectl edit, which needs an
+// editor), and checks that down leaves nothing behind.
+func TestNodeLabUpRunsItsGuideAndDownLeavesNothing(t *testing.T) {
+	bin, assets := os.Getenv("MESHNET_NODE_BIN"), os.Getenv("KUBEBUILDER_ASSETS")
+	if bin == "" || assets == "" {
+		t.Fatalf("the node tier needs MESHNET_NODE_BIN (make node-bin) and KUBEBUILDER_ASSETS (hack/controlplane.sh --nodes); have %q and %q", bin, assets)
+	}
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	dir := filepath.Join(t.TempDir(), "lab")
+	lab := filepath.Join(bin, "meshnet-lab")
+	up := exec.Command(lab, "up", "-real", "-dir", dir, "-bin", bin, "-overlay", filepath.Join(root, "deploy/overlays/kind"),
+		filepath.Join(root, "examples/line-3/topology.yml"))
+	up.Env = append(os.Environ(), "KUBEBUILDER_ASSETS="+assets)
+	out, err := up.CombinedOutput()
+	t.Cleanup(func() { _ = exec.Command(lab, "down", "-dir", dir).Run() })
+	if err != nil {
+		t.Fatalf("meshnet-lab up -real: %v\n%s", err, out)
+	}
+	guide := string(out)
+	t.Logf("$ meshnet-lab up -real examples/line-3/topology.yml\n%s", guide)
+
+	var script []string
+	for _, line := range strings.Split(guide, "\n") {
+		cmd, _, _ := strings.Cut(strings.TrimSpace(line), "  #")
+		if !strings.HasPrefix(line, "  ") || strings.HasPrefix(cmd, "kubectl edit") || strings.HasPrefix(cmd, "node-") {
+			continue
+		}
+		script = append(script, cmd)
+	}
+	if len(script) < 10 {
+		t.Fatalf("the guide has %d commands, want at least 10 (kubectl, kubectl exec, grpcurl, curl):\n%s", len(script), guide)
+	}
+	sh := exec.Command("bash", "-euo", "pipefail", "-xc", strings.Join(script, "\n"))
+	if out, err := sh.CombinedOutput(); err != nil {
+		t.Fatalf("the guide's commands: %v\n%s", err, out)
+	} else {
+		t.Logf("the guide's %d commands:\n%s", len(script), out)
+	}
+
+	down, err := exec.Command(lab, "down", "-dir", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("meshnet-lab down: %v\n%s", err, down)
+	}
+	t.Logf("$ meshnet-lab down\n%s", down)
+	for _, l := range kubecluster.Leftovers(dir, labctl.NetnsPrefix) {
+		t.Errorf("left behind by down: %s", l)
+	}
+}
