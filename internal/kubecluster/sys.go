@@ -327,8 +327,8 @@ func HostPaths() []string {
 
 // Sweep removes what a cluster killed before its Close left (state in dir,
 // namespaces named with prefix): its processes and their containers, the
-// mounts under dir, the namespaces, the host's interface and the
-// containers' cgroups. It returns what it removed.
+// mounts under dir, the namespaces (and so the host's interface) and the
+// containers' cgroups that are empty. It returns what it removed.
 func Sweep(dir, prefix string) ([]string, error) {
 	if prefix == "" || dir == "" {
 		return nil, fmt.Errorf("sweep: an empty prefix or directory would match everything")
@@ -386,11 +386,8 @@ func Sweep(dir, prefix string) ([]string, error) {
 			}
 		}
 	}
-	if _, err := os.Stat(filepath.Join("/sys/class/net", hostNIC)); err == nil {
-		if err := run("ip", "link", "delete", hostNIC); err == nil {
-			removed = append(removed, "interface "+hostNIC)
-		}
-	}
+	// The host's interface went with the fabric namespace (its veth peer);
+	// one of another cluster is left alone.
 	for _, root := range cgroupRoots() {
 		sub, _ := os.ReadDir(filepath.Join(root, sharedCgroupParent))
 		for _, s := range sub {
