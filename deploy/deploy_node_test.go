@@ -427,6 +427,14 @@ func TestNodeLinksThroughPodLifecycle(t *testing.T) {
 		ping(t, c, ns, "r1", "12.12.12.2")
 	})
 
+	t.Run("RoutesWithKubectl", func(t *testing.T) {
+		kubectl(t, c, "-n", ns, "patch", "topology", "r1", "--type=merge",
+			"-p", `{"spec":{"routes":[{"dst":"192.0.2.0/24","gw":"12.12.12.2"}]}}`)
+		waitRoute(t, c, ns, "r1", "192.0.2.0/24 via 12.12.12.2", true)
+		kubectl(t, c, "-n", ns, "patch", "topology", "r1", "--type=json", "-p", `[{"op":"remove","path":"/spec/routes"}]`)
+		waitRoute(t, c, ns, "r1", "192.0.2.0/24 via 12.12.12.2", false)
+	})
+
 	t.Run("RolloutRestartUnderPing", func(t *testing.T) {
 		before := ifindex(t, c, ns, "r1", "eth1") + "/" + ifindex(t, c, ns, "r2", "eth1")
 		done := make(chan string, 1)
@@ -656,6 +664,23 @@ func waitStatus(t *testing.T, c *kubecluster.Cluster, ns, name string, ok func(v
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("Topology %s/%s status %+v (%v) not as wanted after 30s", ns, name, topo.Status.Links, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitRoute waits until the pod's routing table, read inside the
+// container, has (or no longer has) a route starting with route.
+func waitRoute(t *testing.T, c *kubecluster.Cluster, ns, pod, route string, present bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := c.Kubectl(context.Background(), "-n", ns, "exec", pod, "--", "ip", "route")
+		if err == nil && strings.Contains(out, route) == present {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's routes after 30s (want %q present: %v):\n%s%v", pod, route, present, out, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -132,7 +132,7 @@ func TestClusterDashboardQueries(t *testing.T) {
 		t.Logf("query %s (%s): %d rows", q.RefID, q.Format, len(rows))
 	}
 
-	graph := d.panel("nodegraph")
+	graph := d.panel(nodeGraphPanel)
 	nodesQ, edgesQ := graph.Targets[0], graph.Targets[1]
 	drawn := func() (nodes, edges map[string]map[string]any) {
 		nodes, edges = map[string]map[string]any{}, map[string]map[string]any{}

@@ -172,9 +172,9 @@ func TestDashboardVariablesAndDatasources(t *testing.T) {
 // frame after its query's refId.
 func TestNodeGraphPanel(t *testing.T) {
 	d := load(t)
-	p := d.panel("nodegraph")
+	p := d.panel(nodeGraphPanel)
 	if p == nil {
-		t.Fatal("no nodegraph panel")
+		t.Fatalf("no %s panel", nodeGraphPanel)
 	}
 	if len(p.Targets) != 2 {
 		t.Fatalf("node graph has %d queries, want one nodes and one edges", len(p.Targets))
@@ -324,5 +324,30 @@ func TestDatasourceProvisioning(t *testing.T) {
 	}
 	if len(dp.Providers) != 1 || dp.Providers[0].Type != "file" || dp.Providers[0].Options.Path == "" {
 		t.Errorf("dashboard providers = %+v", dp.Providers)
+	}
+}
+
+// Grafana finds a panel's plugin by its id, case and all: a panel whose
+// type is no plugin's id does not load. The ids, from grafana/grafana:
+const (
+	// public/app/plugins/panel/nodeGraph/plugin.json: "id": "nodeGraph"
+	// (not "nodegraph", which grafana-foundation-sdk writes and Grafana
+	// refuses).
+	nodeGraphPanel = "nodeGraph"
+	// public/app/plugins/panel/table/plugin.json: "id": "table"
+	tablePanel = "table"
+	// public/app/plugins/panel/timeseries/plugin.json: "id": "timeseries"
+	timeSeriesPanel = "timeseries"
+)
+
+// TestPanelTypesArePluginIDs fails on a panel type that is no built-in
+// panel plugin's id, such as the lower-case "nodegraph".
+func TestPanelTypesArePluginIDs(t *testing.T) {
+	ids := map[string]bool{nodeGraphPanel: true, tablePanel: true, timeSeriesPanel: true}
+	for _, p := range load(t).Panels {
+		if !ids[p.Type] {
+			t.Errorf("panel %q has type %q, which is no Grafana panel plugin's id (want one of %s, %s, %s)",
+				p.Title, p.Type, nodeGraphPanel, tablePanel, timeSeriesPanel)
+		}
 	}
 }
