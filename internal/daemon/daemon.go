@@ -231,7 +231,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer wirer.Close()
 	linkSrv, err = linkserver.New(linkserver.Config{
-		Pods: store, StateDir: filepath.Join(cfg.StateDir, "links"), Locks: locks, Remote: wirer, Node: cfg.NodeName, NodeIP: cfg.NodeIP, Log: cfg.Log,
+		Pods: store, StateDir: filepath.Join(cfg.StateDir, "links"), Locks: locks, Remote: wirer, Links: wirer, Node: cfg.NodeName, NodeIP: cfg.NodeIP, Log: cfg.Log,
 	})
 	if err != nil {
 		return err

@@ -76,6 +76,14 @@ func (s *Server) apply(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*me
 	if err := v.err(); err != nil {
 		return nil, err
 	}
+	// The pod's set of links first, as its Topology has it now (before any
+	// lock of this call: the wiring takes the links' locks itself).
+	var failed []error
+	if s.wirer != nil {
+		if err := s.wirer.SyncLinks(ctx, podstore.Key{Namespace: req.GetNamespace(), Name: req.GetPod()}, req.GetGeneration()); err != nil {
+			failed = append(failed, fmt.Errorf("links: %w", err))
+		}
+	}
 	p, err := s.lookup(req.GetNamespace(), req.GetPod())
 	if err != nil {
 		return nil, err
@@ -100,7 +108,6 @@ func (s *Server) apply(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*me
 	}
 
 	var routes []*meshnetv1.Route
-	var failed []error
 	err = s.withPod(p, extra, func(n *podNetns, st *podState, devs map[string]links.Interface) (bool, error) {
 		var want []route
 		if req.GetRoutes() != nil {

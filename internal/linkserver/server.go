@@ -55,6 +55,9 @@ type Config struct {
 	// Remote sets the far end of VXLAN links; nil makes state changes of
 	// VXLAN links fail with FailedPrecondition rather than half-happen.
 	Remote RemoteEnds
+	// Links makes and removes a pod's links when its Topology adds or drops
+	// them (internal/wiring); nil leaves the set of links as CNI ADD made it.
+	Links LinkSyncer
 	// Node is this node's name, reported in LinkStatus.node; NodeIP its
 	// address, the local VTEP of its VXLAN links.
 	Node   string
@@ -70,9 +73,16 @@ type Server struct {
 	states *stateStore
 	locks  *linklock.Locks
 	remote RemoteEnds
+	wirer  LinkSyncer
 	node   string
 	nodeIP netip.Addr
 	log    *slog.Logger
+}
+
+// LinkSyncer converges the set of links of a pod wired on this node to its
+// Topology: ApplyPod runs it before it converges the links' state.
+type LinkSyncer interface {
+	SyncLinks(ctx context.Context, pod podstore.Key, generation int64) error
 }
 
 // New returns a Server for cfg.
@@ -88,7 +98,7 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{pods: cfg.Pods, states: states, locks: cfg.Locks, remote: cfg.Remote, node: cfg.Node, nodeIP: cfg.NodeIP, log: log}, nil
+	return &Server{pods: cfg.Pods, states: states, locks: cfg.Locks, remote: cfg.Remote, wirer: cfg.Links, node: cfg.Node, nodeIP: cfg.NodeIP, log: log}, nil
 }
 
 // lookup finds a pod this node hosts.

@@ -13,7 +13,6 @@ import (
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/linklock"
 	"github.com/meshnet/meshnet/internal/links"
 	"github.com/meshnet/meshnet/internal/podstore"
 )
@@ -206,26 +205,18 @@ func (w *Wirer) teardown(ctx context.Context, rec podstore.Pod, log *slog.Logger
 	)
 	touched := []podstore.Key{k}
 	for _, l := range rec.Links {
-		peerKey := podstore.Key{Namespace: k.Namespace, Name: l.PeerPod}
-		_, peerLocal := w.cfg.Store.Get(peerKey)
-		lockKeys := []linklock.Key{endKey(k, l.LocalIntf)}
-		if peerLocal && l.Kind != string(v1beta1.LinkKindPhy) && l.Kind != string(v1beta1.LinkKindMacvlan) {
-			lockKeys = append(lockKeys, endKey(peerKey, l.PeerIntf))
-			touched = append(touched, peerKey)
+		peer, remote, err := w.deleteLocalEnd(k, ns, l)
+		if err != nil {
+			failed = append(failed, err.Error())
+			continue
 		}
-		if ns != nil {
-			unlock := w.cfg.Locks.Lock(lockKeys...)
-			err := links.Delete(ns, l.LocalIntf)
-			unlock()
-			if err != nil {
-				failed = append(failed, err.Error())
-				continue
-			}
+		if peer != nil {
+			touched = append(touched, *peer)
 		}
 		removed = append(removed, &meshnetv1.LinkResult{
 			Interface: l.LocalIntf, Uid: uint32(l.UID), Kind: protoKind(v1beta1.LinkKind(l.Kind)), Phase: meshnetv1.LinkPhase_LINK_PHASE_DELETED,
 		})
-		if peerLocal || (l.Kind != string(v1beta1.LinkKindVXLAN) && l.Kind != "") {
+		if !remote {
 			continue
 		}
 		wg.Go(func() {

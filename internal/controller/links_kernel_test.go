@@ -1,0 +1,123 @@
+//go:build kernel
+
+package controller_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/links"
+)
+
+// TestKernelLinksAddedAndRemovedAtRuntime edits running pods' Topologies:
+// a veth (same node) and a VXLAN (two nodes) added to both ends appear,
+// wired as CNI ADD wires them, and carry pings; removed from both ends,
+// nothing of them is left on either node. The pods' other links are never
+// touched.
+func TestKernelLinksAddedAndRemovedAtRuntime(t *testing.T) {
+	p := newPair(t)
+	before := ifindex(t, p, "eth1")
+
+	addLink := func(l v1beta1.Link) func(*v1beta1.Topology) {
+		return func(topo *v1beta1.Topology) { topo.Spec.Links = append(topo.Spec.Links, l) }
+	}
+	dropLink := func(uid int) func(*v1beta1.Topology) {
+		return func(topo *v1beta1.Topology) {
+			topo.Spec.Links = slices.DeleteFunc(topo.Spec.Links, func(l v1beta1.Link) bool { return l.UID == uid })
+		}
+	}
+	// veth r1:eth3 - r2:eth2, then VXLAN r1:eth4 - r3:eth2.
+	mustEdit(t, p.lab, "r1", addLink(link(10, "r2", "eth3", "eth2", "10.0.10.1/30", "10.0.10.2/30")))
+	mustEdit(t, p.lab, "r2", addLink(link(10, "r1", "eth2", "eth3", "10.0.10.2/30", "10.0.10.1/30")))
+	mustEdit(t, p.lab, "r1", addLink(link(11, "r3", "eth4", "eth2", "10.0.11.1/30", "10.0.11.2/30")))
+	mustEdit(t, p.lab, "r3", addLink(link(11, "r1", "eth2", "eth4", "10.0.11.2/30", "10.0.11.1/30")))
+	waitMade(t, p.r1.Netns, "eth3", 10*time.Second, up)
+	waitMade(t, p.r2.Netns, "eth2", 10*time.Second, up)
+	waitMade(t, p.r1.Netns, "eth4", 10*time.Second, func(s links.State) bool { return s.AdminUp })
+	waitMade(t, p.r3.Netns, "eth2", 10*time.Second, func(s links.State) bool { return s.AdminUp })
+	if err := pings(p.r1, "10.0.10.2", 5); err != nil {
+		t.Errorf("over the veth added at runtime: %v", err)
+	}
+	if err := pings(p.r1, "10.0.11.2", 5); err != nil {
+		t.Errorf("over the VXLAN added at runtime: %v", err)
+	}
+	waitStatus(t, p.lab, "r1", 20*time.Second, func(topo *v1beta1.Topology) bool {
+		veth, vxlan := linkStatus(topo, "eth3"), linkStatus(topo, "eth4")
+		return converged(topo) && veth != nil && veth.Kind == v1beta1.LinkKindVeth && vxlan != nil && vxlan.Kind == v1beta1.LinkKindVXLAN
+	})
+
+	mustEdit(t, p.lab, "r1", dropLink(11))
+	mustEdit(t, p.lab, "r3", dropLink(11))
+	mustEdit(t, p.lab, "r1", dropLink(10))
+	mustEdit(t, p.lab, "r2", dropLink(10))
+	for _, end := range []struct {
+		netns, intf string
+	}{{p.r1.Netns, "eth3"}, {p.r2.Netns, "eth2"}, {p.r1.Netns, "eth4"}, {p.r3.Netns, "eth2"}} {
+		waitGone(t, end.netns, end.intf, 10*time.Second)
+	}
+	if after := ifindex(t, p, "eth1"); after != before {
+		t.Errorf("r1's eth1 was re-made (ifindex %s, then %s): a runtime edit touched a link it does not change", before, after)
+	}
+	if err := pings(p.r1, "10.0.1.2", 3); err != nil {
+		t.Errorf("r1's first link after the edits: %v", err)
+	}
+	waitStatus(t, p.lab, "r1", 20*time.Second, func(topo *v1beta1.Topology) bool {
+		return converged(topo) && linkStatus(topo, "eth3") == nil && linkStatus(topo, "eth4") == nil
+	})
+}
+
+// waitMade waits until intf exists in the namespace and ok holds.
+func waitMade(t testing.TB, nsPath, intf string, within time.Duration, ok func(links.State) bool) {
+	t.Helper()
+	n, err := links.OpenNetns(nsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	deadline := time.Now().Add(within)
+	for {
+		s, err := links.ReadState(n, intf)
+		if err == nil && ok(s) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s in %s not made as expected within %v: %+v, %v", intf, nsPath, within, s, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitGone waits until intf no longer exists in the namespace.
+func waitGone(t testing.TB, nsPath, intf string, within time.Duration) {
+	t.Helper()
+	n, err := links.OpenNetns(nsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	deadline := time.Now().Add(within)
+	for {
+		if _, err := links.ReadState(n, intf); err != nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still in %s %v after its link was removed", intf, nsPath, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// ifindex is the interface index of r1's intf, which changes when the
+// interface is made again.
+func ifindex(t testing.TB, p *pair, intf string) string {
+	t.Helper()
+	out, err := p.r1.Run("ip", "-o", "link", "show", intf)
+	if err != nil {
+		t.Fatalf("ip link show %s in r1: %v\n%s", intf, err, out)
+	}
+	index, _, _ := strings.Cut(out, ":")
+	return index
+}

@@ -1,0 +1,189 @@
+package wiring
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/linklock"
+	"github.com/meshnet/meshnet/internal/links"
+	"github.com/meshnet/meshnet/internal/podstore"
+)
+
+// SyncLinks converges the set of links of a pod wired on this node to its
+// Topology, while the pod runs: a link the Topology lists and the pod's
+// record lacks is wired as CNI ADD wires it (both ends of a veth, this end
+// and then the peer node's end of a VXLAN, a physical peer, a macvlan); a
+// recorded link the Topology no longer lists is removed as CNI DEL removes
+// it, with its remote end. A link whose interface or peer changed is
+// removed and wired again; every other link is left alone. ApplyPod calls
+// it before it converges the links' state, netem and routes.
+//
+// generation is the Topology generation the caller converges to: a cached
+// Topology older than that is read again from the API server.
+func (w *Wirer) SyncLinks(ctx context.Context, k podstore.Key, generation int64) error {
+	rec, ok := w.cfg.Store.Get(k)
+	if !ok || w.isDeleting(k) || w.isAdding(rec.ContainerID) {
+		// Not wired here, or ADD or DEL is at work on it and does the job.
+		return nil
+	}
+	topo, err := w.topology(ctx, k)
+	if err == nil && topo != nil && topo.Generation < generation {
+		// The cache lags the edit this call converges to.
+		fresh := &v1beta1.Topology{}
+		if err = w.cfg.Client.Get(ctx, client.ObjectKeyFromObject(topo), fresh); err == nil {
+			topo = fresh
+		}
+	}
+	if err != nil {
+		return err
+	}
+	var want []v1beta1.Link
+	if topo != nil {
+		want = topo.Spec.Links
+	}
+	add, drop := linkChanges(rec.Links, want)
+	if len(add) == 0 && len(drop) == 0 {
+		return nil
+	}
+	log := w.log.With("pod", k.String(), "container_id", rec.ContainerID)
+	ns, err := links.OpenNetns(rec.Netns)
+	if err != nil {
+		return fmt.Errorf("pod %s: %w", k, err)
+	}
+	defer ns.Close()
+
+	var failed []string
+	touched := map[podstore.Key]bool{k: true}
+	// Removals first: a link moved to another peer may keep its interface.
+	dropped := map[int]bool{}
+	for _, l := range drop {
+		peer, err := w.unwireLink(ctx, k, ns, l)
+		if err != nil {
+			failed = append(failed, err.Error())
+			continue
+		}
+		dropped[l.UID] = true
+		if peer != nil {
+			touched[*peer] = true
+		}
+		log.Info("link removed from a running pod", "link", l.UID, "intf", l.LocalIntf, "peer", l.PeerPod)
+	}
+	p := pod{key: k, ns: ns, topo: topo}
+	wiredLinks := map[int]podstore.Link{}
+	var remotes []wired
+	for _, l := range add {
+		wd, err := w.wireLink(ctx, p, l)
+		if err != nil {
+			log.Error("link failed", "link", l.UID, "intf", l.LocalIntf, "error", err)
+			w.setLastErr(k, l.UID, err.Error())
+			failed = append(failed, err.Error())
+			continue
+		}
+		wiredLinks[l.UID] = wd.record
+		if wd.remote != nil {
+			remotes = append(remotes, wd)
+		}
+		if wd.touched != nil {
+			touched[*wd.touched] = true
+		}
+		log.Info("link added to a running pod", "link", l.UID, "intf", l.LocalIntf, "peer", l.PeerPod, "kind", wd.record.Kind)
+	}
+	if err := w.updateRecord(k, func(pp *podstore.Pod) {
+		if pp.ContainerID != rec.ContainerID {
+			return
+		}
+		kept := pp.Links[:0]
+		for _, l := range pp.Links {
+			if _, rewired := wiredLinks[l.UID]; !dropped[l.UID] && !rewired {
+				kept = append(kept, l)
+			}
+		}
+		pp.Links = kept
+		for _, l := range add {
+			if r, ok := wiredLinks[l.UID]; ok {
+				pp.Links = append(pp.Links, r)
+			}
+		}
+	}); err != nil {
+		failed = append(failed, err.Error())
+	}
+	w.createRemoteEnds(ctx, k, remotes)
+	for t := range touched {
+		w.status.Add(t)
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("pod %s: %d of %d link changes failed: %s", k, len(failed), len(add)+len(drop), strings.Join(failed, "; "))
+	}
+	return nil
+}
+
+// linkChanges compares a pod's recorded links with its Topology's: the
+// links to wire (new, or changed in interface or peer) and the recorded
+// links to remove (gone, or changed).
+func linkChanges(have []podstore.Link, want []v1beta1.Link) (add []v1beta1.Link, drop []podstore.Link) {
+	same := func(h podstore.Link, l v1beta1.Link) bool {
+		return h.LocalIntf == l.LocalIntf && h.PeerPod == l.PeerPod && h.PeerIntf == l.PeerIntf
+	}
+	byUID := map[int]v1beta1.Link{}
+	for _, l := range want {
+		byUID[l.UID] = l
+	}
+	recorded := map[int]podstore.Link{}
+	for _, h := range have {
+		recorded[h.UID] = h
+		if l, ok := byUID[h.UID]; !ok || !same(h, l) {
+			drop = append(drop, h)
+		}
+	}
+	for _, l := range want {
+		if h, ok := recorded[l.UID]; !ok || !same(h, l) {
+			add = append(add, l)
+		}
+	}
+	return add, drop
+}
+
+// unwireLink removes a pod's end of one recorded link and, for a VXLAN,
+// the peer's end on its node; a veth's peer end goes with it. It returns
+// the local peer pod whose status changed too. A peer node that does not
+// answer fails it, with the link still recorded, so that the next pass
+// tries again.
+func (w *Wirer) unwireLink(ctx context.Context, k podstore.Key, ns *links.Netns, l podstore.Link) (*podstore.Key, error) {
+	touched, remote, err := w.deleteLocalEnd(k, ns, l)
+	if err != nil || !remote {
+		return touched, err
+	}
+	if err := w.deleteRemoteEnd(ctx, k, l); err != nil {
+		return nil, fmt.Errorf("link %d (%s): its peer's end: %w", l.UID, l.LocalIntf, err)
+	}
+	return touched, nil
+}
+
+// deleteLocalEnd removes a pod's end of a recorded link (a veth's peer end
+// goes with it) under the locks of both ends; ns nil means the pod's
+// namespace, and its interfaces, are gone already. It returns the local
+// peer pod whose status changed too, and whether the peer's end lives on
+// another node and must be removed there (a VXLAN, or a link still pending).
+func (w *Wirer) deleteLocalEnd(k podstore.Key, ns *links.Netns, l podstore.Link) (touched *podstore.Key, remote bool, err error) {
+	peerKey := podstore.Key{Namespace: k.Namespace, Name: l.PeerPod}
+	_, peerLocal := w.cfg.Store.Get(peerKey)
+	lockKeys := []linklock.Key{endKey(k, l.LocalIntf)}
+	if peerLocal && l.Kind != string(v1beta1.LinkKindPhy) && l.Kind != string(v1beta1.LinkKindMacvlan) {
+		lockKeys = append(lockKeys, endKey(peerKey, l.PeerIntf))
+		touched = &peerKey
+	}
+	if ns != nil {
+		unlock := w.cfg.Locks.Lock(lockKeys...)
+		err := links.Delete(ns, l.LocalIntf)
+		unlock()
+		if err != nil {
+			return nil, false, fmt.Errorf("link %d (%s): %w", l.UID, l.LocalIntf, err)
+		}
+	}
+	remote = !peerLocal && (l.Kind == string(v1beta1.LinkKindVXLAN) || l.Kind == "")
+	return touched, remote, nil
+}
