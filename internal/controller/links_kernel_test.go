@@ -3,6 +3,8 @@
 package controller_test
 
 import (
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -120,4 +122,99 @@ func ifindex(t testing.TB, p *pair, intf string) string {
 	}
 	index, _, _ := strings.Cut(out, ":")
 	return index
+}
+
+// vxlanLink is r1:eth9 - r3:eth9 (uid 20, 10.0.20.0/30): the link the cycle
+// test and benchmark add and remove.
+func vxlanLink(end int) v1beta1.Link {
+	if end == 1 {
+		return link(20, "r3", "eth9", "eth9", "10.0.20.1/30", "10.0.20.2/30")
+	}
+	return link(20, "r1", "eth9", "eth9", "10.0.20.2/30", "10.0.20.1/30")
+}
+
+// addVXLAN adds vxlanLink to both ends' Topologies; dropVXLAN removes it.
+func addVXLAN(t testing.TB, p *pair) {
+	mustEdit(t, p.lab, "r1", func(topo *v1beta1.Topology) { topo.Spec.Links = append(topo.Spec.Links, vxlanLink(1)) })
+	mustEdit(t, p.lab, "r3", func(topo *v1beta1.Topology) { topo.Spec.Links = append(topo.Spec.Links, vxlanLink(3)) })
+}
+
+func dropVXLAN(t testing.TB, p *pair) {
+	drop := func(topo *v1beta1.Topology) {
+		topo.Spec.Links = slices.DeleteFunc(topo.Spec.Links, func(l v1beta1.Link) bool { return l.UID == 20 })
+	}
+	mustEdit(t, p.lab, "r1", drop)
+	mustEdit(t, p.lab, "r3", drop)
+}
+
+// TestKernelVXLANAddRemoveCycles adds and removes a VXLAN link 100 times:
+// it carries a ping each time, and at the end nothing of it is left on
+// either node.
+func TestKernelVXLANAddRemoveCycles(t *testing.T) {
+	p := newPair(t)
+	const cycles = 100
+	for i := range cycles {
+		addVXLAN(t, p)
+		waitMade(t, p.r1.Netns, "eth9", 10*time.Second, func(s links.State) bool { return s.AdminUp })
+		waitMade(t, p.r3.Netns, "eth9", 10*time.Second, func(s links.State) bool { return s.AdminUp })
+		if i%10 == 0 {
+			if err := pings(p.r1, "10.0.20.2", 20); err != nil {
+				t.Fatalf("cycle %d: %v", i, err)
+			}
+		}
+		dropVXLAN(t, p)
+		waitGone(t, p.r1.Netns, "eth9", 10*time.Second)
+		waitGone(t, p.r3.Netns, "eth9", 10*time.Second)
+	}
+	// Nothing of the link on either node: no eth9 in the pods, no VXLAN of
+	// its VNI in the nodes.
+	for _, n := range []string{p.a.Netns, p.b.Netns} {
+		out, err := exec.Command("ip", "-n", filepath.Base(n), "-d", "link", "show", "type", "vxlan").CombinedOutput()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(out), "eth9") {
+			t.Errorf("a VXLAN of the removed link is left in %s:\n%s", n, out)
+		}
+	}
+	if err := pings(p.r1, "10.0.2.2", 3); err != nil {
+		t.Errorf("r1's own VXLAN after %d cycles: %v", cycles, err)
+	}
+}
+
+// BenchmarkKernelAddVXLANToFirstPing measures a runtime link add as a user
+// sees it: from the edit of the first end's Topology (both ends edited one
+// after the other, as kubectl apply of two objects does) until the first
+// ping over the new VXLAN passes; p50 and p99 over 100 adds.
+func BenchmarkKernelAddVXLANToFirstPing(b *testing.B) {
+	p := newPair(b)
+	const adds = 100
+	var lat []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		for i := range adds {
+			start := time.Now()
+			addVXLAN(b, p)
+			for {
+				if _, err := p.r1.Run("ping", "-c", "1", "-W", "0.2", "10.0.20.2"); err == nil {
+					break
+				}
+				if time.Since(start) > 10*time.Second {
+					b.Fatalf("add %d: no ping over the new link within 10s", i)
+				}
+			}
+			lat = append(lat, time.Since(start))
+			b.StopTimer()
+			dropVXLAN(b, p)
+			waitGone(b, p.r3.Netns, "eth9", 10*time.Second)
+			b.StartTimer()
+		}
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	pct := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))].Microseconds()) / 1000 }
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+	b.ReportMetric(0, "ns/op")
+	b.Logf("%d adds: p50 %.1f ms, p99 %.1f ms, max %.1f ms", len(lat), pct(0.50), pct(0.99), pct(1))
 }
