@@ -48,6 +48,7 @@ func run() error {
 		retry        time.Duration
 		metricsAddr  string
 		probeAddr    string
+		pprofAddr    string
 	)
 	flag.StringVar(&resolver.Namespace, "daemon-namespace", "meshnet", "namespace of the meshnetd Service")
 	flag.StringVar(&resolver.Service, "daemon-service", "meshnetd", "name of the meshnetd Service")
@@ -67,6 +68,7 @@ func run() error {
 	flag.DurationVar(&retry, "leader-elect-retry-period", 2*time.Second, "how often replicas try to acquire or renew the Lease")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the controller's /metrics; 0 disables it")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "address of net/http/pprof (/debug/pprof/); \"0\" (the default) serves none")
 	flag.Parse()
 
 	ctrl.SetLogger(logr.FromSlogHandler(slog.NewJSONHandler(os.Stderr, nil)))
@@ -91,6 +93,7 @@ func run() error {
 		RetryPeriod:             &retry,
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
+		PprofBindAddress:        pprofAddr,
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)

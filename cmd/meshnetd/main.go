@@ -49,6 +49,7 @@ func run() error {
 	flag.StringVar(&cfg.TokenFile, "token-file", "/var/run/secrets/kubernetes.io/serviceaccount/token", "service-account token sent to other nodes' meshnetd")
 	flag.Float64Var(&qps, "kube-api-qps", 50, "requests per second to the API server")
 	flag.IntVar(&cfg.KubeBurst, "kube-api-burst", 100, "burst of requests to the API server")
+	flag.BoolVar(&cfg.Profiling, "pprof", false, "serve net/http/pprof on the HTTP port, /debug/pprof/ (off by default)")
 	flag.StringVar(&logFormat, "log-format", "json", "log format: json or text")
 	flag.Parse()
 

@@ -75,6 +75,8 @@ type Config struct {
 	// DaemonNamespace and DaemonService name meshnetd's own Service, whose
 	// EndpointSlices find the other nodes' daemons for the data API.
 	DaemonNamespace, DaemonService string
+	// Profiling serves net/http/pprof on the HTTP port (/debug/pprof/).
+	Profiling bool
 	// DaemonSet is the DaemonSet running meshnetd, in DaemonNamespace: while
 	// it exists, a stopping meshnetd keeps its conflist. Empty: always
 	// removed on stop.
@@ -272,9 +274,10 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("listen on %s: %w", cfg.GRPCAddr, err)
 	}
 	gw, err := gateway.New(ctx, gateway.Config{
-		Endpoint: loopback(tcpLis.Addr()),
-		Services: []gateway.Register{meshnetv1.RegisterLinkServiceHandler, meshnetv1.RegisterDataServiceHandler},
-		Gatherer: registry,
+		Endpoint:  loopback(tcpLis.Addr()),
+		Services:  []gateway.Register{meshnetv1.RegisterLinkServiceHandler, meshnetv1.RegisterDataServiceHandler},
+		Gatherer:  registry,
+		Profiling: cfg.Profiling,
 	})
 	if err != nil {
 		unixLis.Close()

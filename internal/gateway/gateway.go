@@ -16,6 +16,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -47,6 +48,9 @@ type Config struct {
 	Marshaler runtime.Marshaler
 	// Gatherer is served on /metrics; nil serves no /metrics.
 	Gatherer prometheus.Gatherer
+	// Profiling serves net/http/pprof on /debug/pprof/: off unless asked
+	// for, as it costs CPU when used and tells about the process.
+	Profiling bool
 	// OpenAPI is served on /openapi.json; nil serves openapi.Document.
 	OpenAPI []byte
 	// ReadyTimeout bounds /readyz's health check; 0 means 2s.
@@ -119,6 +123,13 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
+	if cfg.Profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()

@@ -188,3 +188,12 @@ func TestMetricsEndpoint(t *testing.T) {
 		t.Fatal("/metrics served without a gatherer")
 	}
 }
+
+func TestProfilingOnlyWhenAsked(t *testing.T) {
+	if code, body := get(t, start(t, gateway.Config{Profiling: true}).url+"/debug/pprof/", ""); code != 200 || !strings.Contains(body, "goroutine") {
+		t.Fatalf("/debug/pprof/ with profiling: %d %s", code, body)
+	}
+	if code, _ := get(t, start(t, gateway.Config{}).url+"/debug/pprof/", ""); code == 200 {
+		t.Fatal("/debug/pprof/ served without profiling asked for")
+	}
+}
