@@ -391,10 +391,5 @@ func BenchmarkKernelEditToKernel(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	slices.Sort(lat)
-	pct := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))].Microseconds()) / 1000 }
-	b.ReportMetric(pct(0.50), "p50-ms")
-	b.ReportMetric(pct(0.99), "p99-ms")
-	b.ReportMetric(0, "ns/op")
-	b.Logf("%d edits: p50 %.1f ms, p99 %.1f ms, max %.1f ms", len(lat), pct(0.50), pct(0.99), pct(1))
+	reportLatencies(b, "edits", lat)
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -262,4 +263,16 @@ func setMTU(mtu *int32, intf string) func(*v1beta1.Topology) {
 			}
 		}
 	}
+}
+
+// reportLatencies reports the p50 and p99 of lat, in ms, as a benchmark's
+// metrics and logs them with the maximum.
+func reportLatencies(b *testing.B, what string, lat []time.Duration) {
+	lat = slices.Clone(lat)
+	slices.Sort(lat)
+	pct := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))].Microseconds()) / 1000 }
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+	b.ReportMetric(0, "ns/op")
+	b.Logf("%d %s: p50 %.1f ms, p99 %.1f ms, max %.1f ms", len(lat), what, pct(0.50), pct(0.99), pct(1))
 }

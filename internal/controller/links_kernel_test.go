@@ -74,26 +74,18 @@ func TestKernelLinksAddedAndRemovedAtRuntime(t *testing.T) {
 // waitMade waits until intf exists in the namespace and ok holds.
 func waitMade(t testing.TB, nsPath, intf string, within time.Duration, ok func(links.State) bool) {
 	t.Helper()
-	n, err := links.OpenNetns(nsPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	deadline := time.Now().Add(within)
-	for {
-		s, err := links.ReadState(n, intf)
-		if err == nil && ok(s) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s in %s not made as expected within %v: %+v, %v", intf, nsPath, within, s, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitIntf(t, nsPath, intf, within, "made as expected", func(s links.State, err error) bool { return err == nil && ok(s) })
 }
 
 // waitGone waits until intf no longer exists in the namespace.
 func waitGone(t testing.TB, nsPath, intf string, within time.Duration) {
+	t.Helper()
+	waitIntf(t, nsPath, intf, within, "removed", func(_ links.State, err error) bool { return err != nil })
+}
+
+// waitIntf polls intf in the namespace until done holds of its state (or
+// of the error reading it: no such interface).
+func waitIntf(t testing.TB, nsPath, intf string, within time.Duration, what string, done func(links.State, error) bool) {
 	t.Helper()
 	n, err := links.OpenNetns(nsPath)
 	if err != nil {
@@ -102,11 +94,12 @@ func waitGone(t testing.TB, nsPath, intf string, within time.Duration) {
 	defer n.Close()
 	deadline := time.Now().Add(within)
 	for {
-		if _, err := links.ReadState(n, intf); err != nil {
+		s, err := links.ReadState(n, intf)
+		if done(s, err) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s still in %s %v after its link was removed", intf, nsPath, within)
+			t.Fatalf("%s in %s not %s within %v: %+v, %v", intf, nsPath, what, within, s, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -211,10 +204,5 @@ func BenchmarkKernelAddVXLANToFirstPing(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	slices.Sort(lat)
-	pct := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))].Microseconds()) / 1000 }
-	b.ReportMetric(pct(0.50), "p50-ms")
-	b.ReportMetric(pct(0.99), "p99-ms")
-	b.ReportMetric(0, "ns/op")
-	b.Logf("%d adds: p50 %.1f ms, p99 %.1f ms, max %.1f ms", len(lat), pct(0.50), pct(0.99), pct(1))
+	reportLatencies(b, "adds", lat)
 }

@@ -163,41 +163,20 @@ func killNode(n *Node) error {
 // nodeProcesses lists the processes in one of the namespaces in inodes,
 // and their descendants.
 func nodeProcesses(inodes map[uint64]bool) []int {
+	roots := map[int]bool{}
 	entries, _ := os.ReadDir("/proc")
-	parent := map[int]int{}
-	var all []int
-	in := map[int]bool{}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		all = append(all, pid)
 		for _, ns := range []string{"mnt", "net"} {
 			if ino, err := nsInode(fmt.Sprintf("/proc/%d/ns/%s", pid, ns)); err == nil && inodes[ino] {
-				in[pid] = true
-			}
-		}
-		if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-			// pid (comm) state ppid ...: comm may hold spaces, so cut at the last ')'.
-			if i := strings.LastIndexByte(string(stat), ')'); i > 0 {
-				f := strings.Fields(string(stat)[i+1:])
-				if len(f) > 1 {
-					parent[pid], _ = strconv.Atoi(f[1])
-				}
+				roots[pid] = true
 			}
 		}
 	}
-	var out []int
-	for _, pid := range all {
-		for p := pid; p > 1; p = parent[p] {
-			if in[p] {
-				out = append(out, pid)
-				break
-			}
-		}
-	}
-	return out
+	return descendants(roots)
 }
 
 // cgroupRoots are the cgroup v1 hierarchies (and v2's unified one) where

@@ -75,30 +75,10 @@ func (s cniServer) SetupPod(ctx context.Context, req *meshnetv1.SetupPodRequest)
 	}
 
 	p := pod{key: k, ns: ns, topo: topo}
-	resp := &meshnetv1.SetupPodResponse{}
-	var (
-		failed  []string
-		remotes []wired
-		touched = []podstore.Key{k}
-	)
-	done := map[int]podstore.Link{}
-	for _, l := range topo.Spec.Links {
-		wd, err := w.wireLink(ctx, p, l)
-		if err != nil {
-			log.Error("link failed", "link", l.UID, "intf", l.LocalIntf, "error", err)
-			w.setLastErr(k, l.UID, err.Error())
-			failed = append(failed, err.Error())
-			continue
-		}
-		done[l.UID] = wd.record
-		resp.Links = append(resp.Links, wd.result)
-		if wd.remote != nil {
-			remotes = append(remotes, wd)
-		}
-		if wd.touched != nil {
-			touched = append(touched, *wd.touched)
-		}
-	}
+	ws := w.wireLinks(ctx, p, topo.Spec.Links, log)
+	resp := &meshnetv1.SetupPodResponse{Links: ws.results}
+	failed, remotes, done := ws.failed, ws.remotes, ws.records
+	touched := append([]podstore.Key{k}, ws.touched...)
 	if err := w.updateRecord(k, func(pp *podstore.Pod) {
 		if pp.ContainerID != cni.GetContainerId() {
 			return
@@ -120,6 +100,41 @@ func (s cniServer) SetupPod(ctx context.Context, req *meshnetv1.SetupPodRequest)
 	}
 	log.Info("pod wired", "links", len(resp.Links))
 	return resp, nil
+}
+
+// wiredSet is what wiring some of a pod's links did: each wired link's
+// record, the results, the remote ends to ask the peers' nodes for, the
+// local peer pods whose status changed too, and the failures.
+type wiredSet struct {
+	records map[int]podstore.Link
+	results []*meshnetv1.LinkResult
+	remotes []wired
+	touched []podstore.Key
+	failed  []string
+}
+
+// wireLinks wires each of ls for p (wireLink), going on past a failure,
+// which it records for the pod's status.
+func (w *Wirer) wireLinks(ctx context.Context, p pod, ls []v1beta1.Link, log *slog.Logger) wiredSet {
+	s := wiredSet{records: map[int]podstore.Link{}}
+	for _, l := range ls {
+		wd, err := w.wireLink(ctx, p, l)
+		if err != nil {
+			log.Error("link failed", "link", l.UID, "intf", l.LocalIntf, "error", err)
+			w.setLastErr(p.key, l.UID, err.Error())
+			s.failed = append(s.failed, err.Error())
+			continue
+		}
+		s.records[l.UID] = wd.record
+		s.results = append(s.results, wd.result)
+		if wd.remote != nil {
+			s.remotes = append(s.remotes, wd)
+		}
+		if wd.touched != nil {
+			s.touched = append(s.touched, *wd.touched)
+		}
+	}
+	return s
 }
 
 func (w *Wirer) putRecord(p podstore.Pod) error {

@@ -72,25 +72,16 @@ func (w *Wirer) SyncLinks(ctx context.Context, k podstore.Key, generation int64)
 		}
 		log.Info("link removed from a running pod", "link", l.UID, "intf", l.LocalIntf, "peer", l.PeerPod)
 	}
-	p := pod{key: k, ns: ns, topo: topo}
-	wiredLinks := map[int]podstore.Link{}
-	var remotes []wired
+	ws := w.wireLinks(ctx, pod{key: k, ns: ns, topo: topo}, add, log)
+	failed = append(failed, ws.failed...)
+	for _, t := range ws.touched {
+		touched[t] = true
+	}
+	wiredLinks := ws.records
 	for _, l := range add {
-		wd, err := w.wireLink(ctx, p, l)
-		if err != nil {
-			log.Error("link failed", "link", l.UID, "intf", l.LocalIntf, "error", err)
-			w.setLastErr(k, l.UID, err.Error())
-			failed = append(failed, err.Error())
-			continue
+		if r, ok := wiredLinks[l.UID]; ok {
+			log.Info("link added to a running pod", "link", l.UID, "intf", l.LocalIntf, "peer", l.PeerPod, "kind", r.Kind)
 		}
-		wiredLinks[l.UID] = wd.record
-		if wd.remote != nil {
-			remotes = append(remotes, wd)
-		}
-		if wd.touched != nil {
-			touched[*wd.touched] = true
-		}
-		log.Info("link added to a running pod", "link", l.UID, "intf", l.LocalIntf, "peer", l.PeerPod, "kind", wd.record.Kind)
 	}
 	if err := w.updateRecord(k, func(pp *podstore.Pod) {
 		if pp.ContainerID != rec.ContainerID {
@@ -111,7 +102,7 @@ func (w *Wirer) SyncLinks(ctx context.Context, k podstore.Key, generation int64)
 	}); err != nil {
 		failed = append(failed, err.Error())
 	}
-	w.createRemoteEnds(ctx, k, remotes)
+	w.createRemoteEnds(ctx, k, ws.remotes)
 	for t := range touched {
 		w.status.Add(t)
 	}
