@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -427,6 +428,38 @@ func TestNodeLinksThroughPodLifecycle(t *testing.T) {
 		ping(t, c, ns, "r1", "12.12.12.2")
 	})
 
+	t.Run("CablePullWithGrpcurl", func(t *testing.T) {
+		// As the guide has users do it: an operator token, grpcurl at the
+		// node of the pod, server reflection.
+		grpcurl := filepath.Join(os.Getenv("MESHNET_NODE_BIN"), "grpcurl")
+		token := strings.TrimSpace(kubectl(t, c, "-n", "meshnet", "create", "token", "meshnet-operator"))
+		node := pod(t, c, ns, "r1").Status.HostIP
+		// A state the Topology sets wins at the next pass (the Topology is
+		// the truth); with none set, a runtime change stays.
+		kubectl(t, c, "-n", ns, "patch", "topology", "r1", "--type=json", "-p", `[{"op":"remove","path":"/spec/links/0/state"}]`)
+		waitStatus(t, c, ns, "r1", func(l v1beta1.LinkStatus) bool { return len(l.Managed) == 0 })
+		set := func(state string) {
+			t.Helper()
+			out, err := exec.Command(grpcurl, "-plaintext", "-H", "authorization: Bearer "+token,
+				"-d", fmt.Sprintf(`{"namespace":%q,"pod":"r1","interface":"eth1","state":%q}`, ns, state),
+				node+":51111", "meshnet.v1.LinkService/SetLinkState").CombinedOutput()
+			if err != nil {
+				t.Fatalf("grpcurl SetLinkState %s: %v\n%s", state, err, out)
+			}
+		}
+		set("LINK_STATE_DOWN")
+		for _, p := range []string{"r1", "r2"} {
+			waitOperstate(t, c, ns, p, "eth1", "down")
+		}
+		// The status says so at the latest at the controller's resync (30s).
+		waitStatusWithin(t, c, ns, "r1", 45*time.Second, func(l v1beta1.LinkStatus) bool { return l.State == v1beta1.LinkDown })
+		set("LINK_STATE_UP")
+		for _, p := range []string{"r1", "r2"} {
+			waitOperstate(t, c, ns, p, "eth1", "up")
+		}
+		ping(t, c, ns, "r1", "12.12.12.2")
+	})
+
 	t.Run("RoutesWithKubectl", func(t *testing.T) {
 		kubectl(t, c, "-n", ns, "patch", "topology", "r1", "--type=merge",
 			"-p", `{"spec":{"routes":[{"dst":"192.0.2.0/24","gw":"12.12.12.2"}]}}`)
@@ -655,15 +688,20 @@ func waitOperstate(t *testing.T, c *kubecluster.Cluster, ns, pod, intf, want str
 // waitStatus waits until the Topology's first link status satisfies ok.
 func waitStatus(t *testing.T, c *kubecluster.Cluster, ns, name string, ok func(v1beta1.LinkStatus) bool) {
 	t.Helper()
+	waitStatusWithin(t, c, ns, name, 30*time.Second, ok)
+}
+
+func waitStatusWithin(t *testing.T, c *kubecluster.Cluster, ns, name string, within time.Duration, ok func(v1beta1.LinkStatus) bool) {
+	t.Helper()
 	var topo v1beta1.Topology
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(within)
 	for {
 		err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &topo)
 		if err == nil && len(topo.Status.Links) > 0 && ok(topo.Status.Links[0]) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("Topology %s/%s status %+v (%v) not as wanted after 30s", ns, name, topo.Status.Links, err)
+			t.Fatalf("Topology %s/%s status %+v (%v) not as wanted after %v", ns, name, topo.Status.Links, err, within)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
