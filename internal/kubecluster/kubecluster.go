@@ -27,6 +27,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -302,7 +303,7 @@ func (c *Cluster) waitNodesReady(ctx context.Context) error {
 // comes from kube-controller-manager).
 func (c *Cluster) Namespace(ctx context.Context, name string) error {
 	err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
-	if err != nil && !strings.Contains(err.Error(), "already exists") {
+	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create namespace %s: %w", name, err)
 	}
 	return nil
@@ -317,15 +318,20 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// Kubectl runs kubectl with the admin kubeconfig and returns its combined
-// output; the error holds the output too.
+// Kubectl runs kubectl with the admin kubeconfig and returns what it
+// printed on stdout; when it fails, stdout and stderr (kubectl's own
+// messages, and a command's under kubectl exec), which the error holds too.
+// kubectl's stderr is left out of a success's output: it logs there, even
+// when all went well ("Unknown stream id 1, discarding message").
 func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		out := stdout.String() + stderr.String()
+		return out, fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(out))
 	}
-	return string(out), nil
+	return stdout.String(), nil
 }
 
 // Install applies a kustomize overlay of meshnet (kubectl apply

@@ -2,10 +2,12 @@ package kubecluster
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -57,7 +59,7 @@ func (c *Cluster) newNode(i int) (*Node, error) {
 	pod[2] = byte(i + 1)
 	n := &Node{c: c, Name: name, IP: ip, PodCIDR: netip.PrefixFrom(netip.AddrFrom4(pod), 24),
 		Dir: filepath.Join(c.opts.Dir, "nodes", name)}
-	for _, d := range append([]string{"containerd/root", "containerd/state"}, values(hostPaths)...) {
+	for _, d := range append([]string{"containerd/root", "containerd/state"}, slices.Collect(maps.Values(hostPaths))...) {
 		if err := os.MkdirAll(filepath.Join(n.Dir, d), 0o755); err != nil {
 			return nil, err
 		}
@@ -284,14 +286,6 @@ func waitSocket(path string, p *process, timeout time.Duration) error {
 			return fmt.Errorf("%s not served after %v\n%s", path, timeout, tail(p.log(), 20))
 		}
 	}
-}
-
-func values(m map[string]string) []string {
-	var out []string
-	for _, v := range m {
-		out = append(out, v)
-	}
-	return out
 }
 
 // containerdConfig: root, state, socket, sandbox image, three mirrors.

@@ -3,9 +3,11 @@ package kubecluster
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -296,13 +298,7 @@ func Leftovers(dir, prefix string) []string {
 
 // HostPaths are the paths on the host where nodes mount their own
 // directories; a cluster makes those missing and removes them again.
-func HostPaths() []string {
-	var out []string
-	for p := range hostPaths {
-		out = append(out, p)
-	}
-	return out
-}
+func HostPaths() []string { return slices.Sorted(maps.Keys(hostPaths)) }
 
 // Sweep removes what a cluster killed before its Close left (state in dir,
 // namespaces named with prefix): its processes and their containers, the
