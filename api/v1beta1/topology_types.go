@@ -125,8 +125,11 @@ const (
 // Netem is tc-netem shaping in human units: durations like "50ms" or "1.5s",
 // percentages like "0.5%" or "0.5", rates like "100mbit" or "1gbit".
 //
+// A field that needs another needs it present (netemconv.FromTopology checks
+// the same); a base of zero ("loss: 0%") makes what depends on it a no-op.
+//
 // +kubebuilder:validation:XValidation:rule="!has(self.jitter) || has(self.delay)",message="jitter needs delay"
-// +kubebuilder:validation:XValidation:rule="!has(self.delay_correlation) || has(self.delay)",message="delay_correlation needs delay"
+// +kubebuilder:validation:XValidation:rule="!has(self.delay_correlation) || has(self.jitter)",message="delay_correlation needs jitter (it correlates the jitter)"
 // +kubebuilder:validation:XValidation:rule="!has(self.distribution) || (has(self.delay) && has(self.jitter))",message="distribution needs delay and jitter"
 // +kubebuilder:validation:XValidation:rule="!has(self.loss_correlation) || has(self.loss)",message="loss_correlation needs loss"
 // +kubebuilder:validation:XValidation:rule="!has(self.duplicate_correlation) || has(self.duplicate)",message="duplicate_correlation needs duplicate"
@@ -135,12 +138,13 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.reorder_correlation) || has(self.reorder)",message="reorder_correlation needs reorder"
 // +kubebuilder:validation:XValidation:rule="!has(self.gap) || has(self.reorder)",message="gap needs reorder"
 type Netem struct {
-	// Delay added to every packet.
+	// Delay added to every packet; more than 0 (leave it out for none).
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be more than 0s; leave delay out for none"
 	Delay *Duration `json:"delay,omitempty"`
-	// Jitter varies the delay by up to this much (at most 2.147s, the kernel's cap).
+	// Jitter varies the delay by up to this much (at most 2.147483647s, the kernel's cap).
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('2147ms')",message="must be at most 2147ms, the kernel's cap"
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('2147483647ns')",message="must be at most 2.147483647s, the kernel's cap"
 	Jitter *Duration `json:"jitter,omitempty"`
 	// +optional
 	DelayCorrelation *Percent `json:"delay_correlation,omitempty"`

@@ -3,13 +3,26 @@ package v1beta1
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
 )
 
+// Patterns of the unit types, as their kubebuilder markers give them to
+// the CRD (topofile's TestNetemPatternsMatchTheCRD keeps them equal): Parse
+// accepts exactly what the API server admits.
+var (
+	DurationPattern = regexp.MustCompile(`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`)
+	PercentPattern  = regexp.MustCompile(`^(100(\.0+)?|[0-9]{1,2}(\.[0-9]+)?)%?$`)
+	RatePattern     = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?[kKmMgGtT]?(bit|bps)$`)
+)
+
 // Parse returns the duration d spells.
 func (d Duration) Parse() (time.Duration, error) {
+	if !DurationPattern.MatchString(string(d)) {
+		return 0, fmt.Errorf("%q is not a duration like \"50ms\" or \"1.5s\"", string(d))
+	}
 	v, err := time.ParseDuration(string(d))
 	if err != nil {
 		return 0, fmt.Errorf("duration %q: %w", string(d), err)
@@ -20,11 +33,17 @@ func (d Duration) Parse() (time.Duration, error) {
 	return v, nil
 }
 
-// DurationOf spells v the way the API writes durations.
-func DurationOf(v time.Duration) Duration { return Duration(v.String()) }
+// DurationOf spells v the way the API writes durations: "250us", not Go's
+// "250µs", which the CRD's pattern refuses.
+func DurationOf(v time.Duration) Duration {
+	return Duration(strings.ReplaceAll(v.String(), "µs", "us"))
+}
 
 // Parse returns p as a percentage from 0 to 100.
 func (p Percent) Parse() (float64, error) {
+	if !PercentPattern.MatchString(string(p)) {
+		return 0, fmt.Errorf("%q is not a percentage from 0 to 100 like \"0.5%%\"", string(p))
+	}
 	v, err := strconv.ParseFloat(strings.TrimSuffix(string(p), "%"), 64)
 	if err != nil {
 		return 0, fmt.Errorf("percentage %q: %w", string(p), err)
@@ -53,6 +72,9 @@ var rateUnits = []struct {
 
 // Parse returns r in bits per second.
 func (r Rate) Parse() (uint64, error) {
+	if !RatePattern.MatchString(string(r)) {
+		return 0, fmt.Errorf("%q is not a rate like \"100mbit\" or \"10mbps\"", string(r))
+	}
 	s := strings.ToLower(string(r))
 	for _, u := range rateUnits {
 		num, ok := strings.CutSuffix(s, u.suffix)

@@ -8,11 +8,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -79,6 +82,12 @@ type Reconciler struct {
 	CallTimeout time.Duration
 	// stale carries peers whose status a pass made stale (refreshPeers).
 	stale chan event.GenericEvent
+	// kernel is the nodes' link watches; ctx, SetupWithManager's, bounds
+	// them.
+	kernel *kernel
+	ctx    context.Context
+	// written is what the last status writes said.
+	written writtenStatuses
 	// Workers is how many Topologies are reconciled at once (one Topology
 	// is never reconciled twice at once). A pass mostly waits, on ApplyPod
 	// and on the status write, so a batch of edits over many pods converges
@@ -105,6 +114,8 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		return o.GetNamespace() == r.Daemons.Namespace && o.GetLabels()[discoveryv1.LabelServiceName] == r.Daemons.Service
 	})
 	r.stale = make(chan event.GenericEvent, 1024)
+	changed := make(chan event.GenericEvent, 4096)
+	r.ctx, r.kernel = ctx, newKernel(r.Daemons, r.Pool, changed)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("topology").
 		WithOptions(crcontroller.Options{
@@ -117,6 +128,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		For(&v1beta1.Topology{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1beta1.Topology{}, r.peersOfChangedStates(), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.stale, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(changed, &handler.EnqueueRequestForObject{})).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
 		})).
@@ -149,6 +161,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	logger := log.FromContext(ctx).WithValues("pod", req.NamespacedName.String())
 	topo := &v1beta1.Topology{}
 	if err := r.Client.Get(ctx, req.NamespacedName, topo); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.written.forget(req.NamespacedName)
+			r.kernel.unapplied(req.NamespacedName)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	pod := &corev1.Pod{}
@@ -174,6 +190,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		r.Recorder.Eventf(topo, nil, corev1.EventTypeWarning, ReasonInvalidSpec, "Apply", "%v", err)
 		return reconcile.Result{}, r.writeStatus(ctx, topo, failedStatus(topo, node, true, ReasonInvalidSpec, err.Error()))
 	}
+	r.kernel.follow(r.ctx, node)
+	key := req.NamespacedName
+	if a, ok := r.kernel.current(node, key, d.request, r.Resync); ok {
+		// Applied already: only the kernel (or the status) changed.
+		kl, _ := r.kernel.links(node, key)
+		return requeueAfter(r.Resync-time.Since(a.at), r.writeStatus(ctx, topo, convergedStatus(topo, pod, d, kl, a.results)))
+	}
+	r.kernel.unapplied(key)
 	addr, err := r.Daemons.DaemonFor(ctx, node)
 	if err != nil {
 		return r.fail(ctx, topo, node, ReasonDaemonUnavailable, err)
@@ -201,9 +225,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return requeueAfter(time.Second, r.writeStatus(ctx, topo,
 			failedStatus(topo, node, false, ReasonLinksPending, "waiting for the pod's CNI ADD on "+node)))
 	default:
-		return r.fail(ctx, topo, node, ReasonApplyFailed, fmt.Errorf("apply on meshnetd %s: %w", addr, err))
+		err = fmt.Errorf("apply on meshnetd %s: %w", addr, err)
+		if kl, ok := r.kernel.links(node, key); ok {
+			// The links as they are, and why they are not as specified.
+			st := convergedStatus(topo, pod, d, kl, nil)
+			setConditions(&st, topo.Generation, metav1.ConditionFalse, ReasonApplyFailed, err.Error())
+			r.Recorder.Eventf(topo, nil, corev1.EventTypeWarning, ReasonApplyFailed, "Apply", "%v", err)
+			return reconcile.Result{}, errors.Join(err, r.writeStatus(ctx, topo, st))
+		}
+		return r.fail(ctx, topo, node, ReasonApplyFailed, err)
 	}
-	st := convergedStatus(topo, pod, d, resp)
+	r.kernel.answered(node, key, d.request, resp)
+	kl, ok := r.kernel.links(node, key)
+	if !ok { // no stream (yet): the answer's own read
+		kl = map[string]*meshnetv1.LinkStatus{}
+		for _, l := range resp.GetLinks() {
+			kl[l.GetInterface()] = l
+		}
+	}
+	st := convergedStatus(topo, pod, d, kl, resp.GetResults())
 	logger.V(1).Info("applied", "links", len(d.request.Links), "generation", topo.Generation)
 	return requeueAfter(r.Resync, r.writeStatus(ctx, topo, st))
 }
@@ -336,7 +376,8 @@ func (r *Reconciler) fail(ctx context.Context, topo *v1beta1.Topology, node, rea
 // writeStatus server-side-applies the controller's status fields, unless
 // the status says them already.
 func (r *Reconciler) writeStatus(ctx context.Context, topo *v1beta1.Topology, st v1beta1.TopologyStatus) error {
-	if unchanged(topo, st) {
+	key := types.NamespacedName{Namespace: topo.Namespace, Name: topo.Name}
+	if r.written.unchanged(key, topo, st, r.Resync) {
 		return nil
 	}
 	obj := &v1beta1.Topology{Status: st}
@@ -355,10 +396,42 @@ func (r *Reconciler) writeStatus(ctx context.Context, topo *v1beta1.Topology, st
 	ctx, cancel := context.WithTimeout(ctx, statusWriteTimeout)
 	defer cancel()
 	if err := r.Client.Status().Apply(ctx, ac, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		r.written.forget(key)
 		return fmt.Errorf("write status of %s/%s: %w", topo.Namespace, topo.Name, err)
 	}
+	r.written.store(key, st)
 	return nil
 }
+
+// writtenStatuses are the statuses this controller last wrote, by Topology.
+// The cache may not hold the last write yet: compared with the cache, a
+// link found down and then up again before the cache saw the down would be
+// no change, and the status would stay down. A write older than the resync
+// is compared with the cache again, which has caught up by then, so that a
+// status changed behind the controller's back is rewritten.
+type writtenStatuses struct{ m sync.Map }
+
+type written struct {
+	status v1beta1.TopologyStatus
+	at     time.Time
+}
+
+// unchanged reports whether st is what was written for key less than
+// maxAge ago, or, when nothing was, what topo's status says.
+func (w *writtenStatuses) unchanged(key types.NamespacedName, topo *v1beta1.Topology, st v1beta1.TopologyStatus, maxAge time.Duration) bool {
+	v, ok := w.m.Load(key)
+	if !ok || time.Since(v.(written).at) >= maxAge {
+		return unchanged(topo, st)
+	}
+	last := v.(written).status
+	st.SrcIP, st.NetNS, st.ContainerID = last.SrcIP, last.NetNS, last.ContainerID
+	return equality.Semantic.DeepEqual(last, st)
+}
+
+func (w *writtenStatuses) store(key types.NamespacedName, st v1beta1.TopologyStatus) {
+	w.m.Store(key, written{status: st, at: time.Now()})
+}
+func (w *writtenStatuses) forget(key types.NamespacedName) { w.m.Delete(key) }
 
 // keepZeroValues puts back the status fields whose zero value omitempty
 // drops. meshnetd owns them too from the pod's CNI ADD, so an apply that

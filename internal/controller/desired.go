@@ -3,12 +3,13 @@ package controller
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/topoconv"
+	"github.com/meshnet/meshnet/internal/netemconv"
 )
 
 // Spec fields the controller manages per link, as recorded in
@@ -29,6 +30,10 @@ type desired struct {
 	// heldDown is, per link uid, the peer pod whose Topology keeps a link
 	// down that this one wants up.
 	heldDown map[int]string
+	// waiting is, per link uid, what the link waits for on its peer's side
+	// before it can be wired, in a user's words; absent when nothing there
+	// holds it up.
+	waiting map[int]string
 }
 
 // desiredState computes the ApplyPod request for pod. Fields the spec sets are
@@ -55,8 +60,12 @@ func desiredState(topo *v1beta1.Topology, pod *corev1.Pod, peers map[string]*v1b
 		},
 		managed:  map[int][]string{},
 		heldDown: map[int]string{},
+		waiting:  map[int]string{},
 	}
 	for i, l := range topo.Spec.Links {
+		if why := waitingFor(topo, l, peers[l.PeerPod]); why != "" {
+			d.waiting[l.UID] = why
+		}
 		spec := &meshnetv1.LinkSpec{Interface: l.LocalIntf}
 		var managed []string
 		held := heldByPeer(topo.Name, l, peers[l.PeerPod])
@@ -81,11 +90,15 @@ func desiredState(topo *v1beta1.Topology, pod *corev1.Pod, peers map[string]*v1b
 		}
 		switch {
 		case l.Netem != nil:
-			n, err := topoconv.NetemToProto(l.Netem)
+			s, err := netemconv.FromTopology(l.Netem)
 			if err != nil {
-				return desired{}, fmt.Errorf("spec.links[%d] (uid %d): %w", i, l.UID, err)
+				var msgs []string
+				for _, fe := range netemconv.Fields(err) {
+					msgs = append(msgs, fmt.Sprintf("spec.links[%d].netem.%s: %s", i, fe.Field, fe.Reason))
+				}
+				return desired{}, fmt.Errorf("link uid %d: %s", l.UID, strings.Join(msgs, "; "))
 			}
-			spec.Netem = n
+			spec.Netem = netemconv.ToProto(s)
 			managed = append(managed, managedNetem)
 		case slices.Contains(before[l.UID], managedNetem):
 			spec.Netem = &meshnetv1.NetemSpec{}
@@ -107,6 +120,29 @@ func desiredState(topo *v1beta1.Topology, pod *corev1.Pod, peers map[string]*v1b
 		d.request.Routes = &meshnetv1.RouteSet{}
 	}
 	return d, nil
+}
+
+// waitingFor says what link l of topo waits for on its peer's side: the
+// peer's Topology, its end of the link, or its pod; "" when the peer side
+// is ready (or l has no pod peer). A link is made once both ends' Topologies
+// list it and both pods run.
+func waitingFor(topo *v1beta1.Topology, l v1beta1.Link, peer *v1beta1.Topology) string {
+	if !l.HasPodPeer() {
+		return ""
+	}
+	ref := topo.Namespace + "/" + l.PeerPod
+	switch pl := peer.Link(l.UID); {
+	case peer == nil:
+		return fmt.Sprintf("waiting for Topology %s: peer pod %s has none", ref, l.PeerPod)
+	case pl == nil:
+		return fmt.Sprintf("waiting for Topology %s to list link uid %d: both ends must list it", ref, l.UID)
+	case pl.PeerPod != topo.Name || pl.PeerIntf != l.LocalIntf || pl.LocalIntf != l.PeerIntf:
+		return fmt.Sprintf("Topology %s lists link uid %d as %s to %s:%s, this one as %s to %s:%s: the ends must match",
+			ref, l.UID, pl.LocalIntf, pl.PeerPod, pl.PeerIntf, l.LocalIntf, l.PeerPod, l.PeerIntf)
+	case peer.Status.ContainerID == "":
+		return fmt.Sprintf("waiting for peer pod %s to start: meshnet has not wired its sandbox yet", ref)
+	}
+	return ""
 }
 
 // heldByPeer reports whether peer, the Topology of l's peer pod, sets the

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,7 +13,7 @@ import (
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/topoconv"
+	"github.com/meshnet/meshnet/internal/netemconv"
 )
 
 // Condition reasons.
@@ -35,13 +36,10 @@ var linkKinds = map[meshnetv1.LinkKind]v1beta1.LinkKind{
 
 // convergedStatus is the status after a successful ApplyPod: the links as
 // the kernel has them.
-func convergedStatus(topo *v1beta1.Topology, pod *corev1.Pod, d desired, resp *meshnetv1.ApplyPodResponse) v1beta1.TopologyStatus {
-	kernel := map[string]*meshnetv1.LinkStatus{}
-	for _, l := range resp.GetLinks() {
-		kernel[l.GetInterface()] = l
-	}
+// kernel is the pod's link ends by interface; results the last ApplyPod's.
+func convergedStatus(topo *v1beta1.Topology, pod *corev1.Pod, d desired, kernel map[string]*meshnetv1.LinkStatus, results []*meshnetv1.LinkResult) v1beta1.TopologyStatus {
 	pending := map[string]string{}
-	for _, r := range resp.GetResults() {
+	for _, r := range results {
 		if r.GetPhase() == meshnetv1.LinkPhase_LINK_PHASE_PENDING {
 			pending[r.GetInterface()] = r.GetMessage()
 		}
@@ -65,10 +63,10 @@ func convergedStatus(topo *v1beta1.Topology, pod *corev1.Pod, d desired, resp *m
 			if k.GetLastError() != "" {
 				errs = append(errs, fmt.Sprintf("%s: %s", l.LocalIntf, k.GetLastError()))
 			}
-		case pending[l.LocalIntf] != "":
-			waiting = append(waiting, fmt.Sprintf("%s: %s", l.LocalIntf, pending[l.LocalIntf]))
 		default:
-			waiting = append(waiting, l.LocalIntf+": not wired yet")
+			why := cmp.Or(d.waiting[l.UID], pending[l.LocalIntf], "not wired yet")
+			waiting = append(waiting, fmt.Sprintf("%s (uid %d): %s", l.LocalIntf, l.UID, why))
+			st.Skipped = append(st.Skipped, v1beta1.SkippedLink{PodName: l.PeerPod, LinkID: l.UID})
 		}
 		if ls.Netem != nil {
 			st.ShapedLinks++
@@ -83,7 +81,8 @@ func convergedStatus(topo *v1beta1.Topology, pod *corev1.Pod, d desired, resp *m
 		setConditions(&st, topo.Generation, metav1.ConditionFalse, ReasonLinkErrors, strings.Join(errs, "; "))
 	case len(waiting) > 0:
 		setCondition(&st, v1beta1.ConditionReady, topo.Generation, metav1.ConditionFalse, ReasonLinksPending, strings.Join(waiting, "; "))
-		setCondition(&st, v1beta1.ConditionDegraded, topo.Generation, metav1.ConditionFalse, ReasonLinksPending, "waiting for peers, not failing")
+		setCondition(&st, v1beta1.ConditionDegraded, topo.Generation, metav1.ConditionFalse, ReasonLinksPending,
+			fmt.Sprintf("no link failed; %d of %d links wait for their peer side (see Ready)", len(waiting), len(topo.Spec.Links)))
 	default:
 		msg := fmt.Sprintf("%d links as specified", len(topo.Spec.Links))
 		for _, l := range topo.Spec.Links {
@@ -104,7 +103,8 @@ func fillFromKernel(ls *v1beta1.LinkStatus, k *meshnetv1.LinkStatus) {
 	ls.State = linkStateFromProto(k.GetAdminState())
 	ls.Carrier = k.GetCarrier()
 	ls.MTU = int32(k.GetMtu())
-	ls.Netem = topoconv.NetemFromProto(k.GetNetem())
+	s, _ := netemconv.FromProto(k.GetNetem()) // the kernel's: converted even where a spec would be refused
+	ls.Netem = netemconv.ToTopology(s)
 	ls.LastError = k.GetLastError()
 	if v := k.GetVxlan(); v != nil && k.GetKind() == meshnetv1.LinkKind_LINK_KIND_PHYSICAL {
 		ls.Physical = &v1beta1.PhysicalPeer{
@@ -117,7 +117,7 @@ func fillFromKernel(ls *v1beta1.LinkStatus, k *meshnetv1.LinkStatus) {
 // this pass could not converge them.
 func failedStatus(topo *v1beta1.Topology, node string, degraded bool, reason, message string) v1beta1.TopologyStatus {
 	st := *topo.Status.DeepCopy()
-	st.Skipped, st.SrcIP, st.NetNS, st.ContainerID = nil, "", "", "" // the daemon's fields
+	st.SrcIP, st.NetNS, st.ContainerID = "", "", "" // the daemon's fields
 	st.Node = node
 	st.LinkCount = int32(len(topo.Spec.Links))
 	st.ObservedGeneration = topo.Generation
@@ -135,7 +135,7 @@ func failedStatus(topo *v1beta1.Topology, node string, degraded bool, reason, me
 // API server no write.
 func unchanged(topo *v1beta1.Topology, st v1beta1.TopologyStatus) bool {
 	have := topo.Status
-	st.Skipped, st.SrcIP, st.NetNS, st.ContainerID = have.Skipped, have.SrcIP, have.NetNS, have.ContainerID
+	st.SrcIP, st.NetNS, st.ContainerID = have.SrcIP, have.NetNS, have.ContainerID
 	return equality.Semantic.DeepEqual(have, st)
 }
 

@@ -45,20 +45,20 @@ func TestUnchangedSkipsOnlyWritesThatChangeNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kernel := func(state meshnetv1.LinkState, lastError string) *meshnetv1.ApplyPodResponse {
-		return &meshnetv1.ApplyPodResponse{Links: []*meshnetv1.LinkStatus{{
+	kernel := func(state meshnetv1.LinkState, lastError string) map[string]*meshnetv1.LinkStatus {
+		return map[string]*meshnetv1.LinkStatus{"eth1": {
 			Interface: "eth1", Kind: meshnetv1.LinkKind_LINK_KIND_VETH, AdminState: state, Mtu: 1500, LastError: lastError,
-		}}}
+		}}
 	}
-	topo.Status = convergedStatus(topo, pod, d, kernel(meshnetv1.LinkState_LINK_STATE_DOWN, ""))
+	topo.Status = convergedStatus(topo, pod, d, kernel(meshnetv1.LinkState_LINK_STATE_DOWN, ""), nil)
 	topo.Status.SrcIP, topo.Status.ContainerID = "10.0.0.1", "c1" // meshnetd's, not the controller's
-	if st := convergedStatus(topo, pod, d, kernel(meshnetv1.LinkState_LINK_STATE_DOWN, "")); !unchanged(topo, st) {
+	if st := convergedStatus(topo, pod, d, kernel(meshnetv1.LinkState_LINK_STATE_DOWN, ""), nil); !unchanged(topo, st) {
 		t.Errorf("the same kernel state again is a change:\nhave %+v\nnew  %+v", topo.Status, st)
 	}
-	if st := convergedStatus(topo, pod, d, kernel(meshnetv1.LinkState_LINK_STATE_UP, "")); unchanged(topo, st) {
+	if st := convergedStatus(topo, pod, d, kernel(meshnetv1.LinkState_LINK_STATE_UP, ""), nil); unchanged(topo, st) {
 		t.Error("a link found up is no change")
 	}
-	if st := convergedStatus(topo, pod, d, kernel(meshnetv1.LinkState_LINK_STATE_DOWN, "busy")); unchanged(topo, st) {
+	if st := convergedStatus(topo, pod, d, kernel(meshnetv1.LinkState_LINK_STATE_DOWN, "busy"), nil); unchanged(topo, st) {
 		t.Error("Ready turning False is no change")
 	}
 }

@@ -96,13 +96,13 @@ func BenchmarkClusterBatchWrites(b *testing.B) {
 			if err != nil {
 				return err
 			}
-			resp := &meshnetv1.ApplyPodResponse{}
+			kernel := map[string]*meshnetv1.LinkStatus{}
 			for _, l := range topo.Spec.Links {
-				resp.Links = append(resp.Links, &meshnetv1.LinkStatus{
+				kernel[l.LocalIntf] = &meshnetv1.LinkStatus{
 					Interface: l.LocalIntf, Kind: meshnetv1.LinkKind_LINK_KIND_VETH, AdminState: kernelState, Mtu: 1500,
-				})
+				}
 			}
-			return r.writeStatus(ctx, topo, convergedStatus(topo, pod, d, resp))
+			return r.writeStatus(ctx, topo, convergedStatus(topo, pod, d, kernel, nil))
 		})
 		if err != nil {
 			b.Fatalf("status writes: %v", err)

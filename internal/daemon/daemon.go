@@ -226,7 +226,8 @@ func Run(ctx context.Context, cfg Config) error {
 	wirer, err := wiring.New(wiring.Config{
 		NodeName: cfg.NodeName, NodeIP: cfg.NodeIP, NodeNetns: cfg.NodeNetns, PeerPort: port, Peers: pool,
 		Store: store, Locks: locks, Cache: kcache, Client: kclient, Log: cfg.Log,
-		Forget: func(k podstore.Key) error { return linkSrv.Forget(k) },
+		Forget:  func(k podstore.Key) error { return linkSrv.Forget(k) },
+		Changed: func(k podstore.Key) { linkSrv.Touch(k) },
 	})
 	if err != nil {
 		return err
@@ -299,6 +300,8 @@ func Run(ctx context.Context, cfg Config) error {
 	go func() { serveErr <- httpSrv.Serve(httpLis) }()
 	statusDone := make(chan struct{})
 	go func() { wirer.Run(ctx); close(statusDone) }()
+	watchDone := make(chan struct{})
+	go func() { linkSrv.Run(ctx); close(watchDone) }()
 	healthSrv.SetServingStatus(cniplugin.HealthService, healthpb.HealthCheckResponse_SERVING)
 	tcpHealth.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	for _, p := range store.List() {
@@ -343,6 +346,7 @@ func Run(ctx context.Context, cfg Config) error {
 		tcp.Stop()
 	}
 	<-statusDone
+	<-watchDone
 	os.Remove(cfg.Socket)
 	return runErr
 }

@@ -13,7 +13,7 @@ import (
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/topoconv"
+	"github.com/meshnet/meshnet/internal/netemconv"
 )
 
 // Graph is what one namespace's Node Graph is drawn from.
@@ -393,7 +393,8 @@ func (b *builder) fill(e *meshnetv1.GraphEdge, l *v1beta1.Link, src end) {
 	case src.status != nil:
 		e.DetailMtu = uint32(max(src.status.MTU, 0))
 		if src.status.Netem != nil {
-			spec, _ = topoconv.NetemToProto(src.status.Netem)
+			s, _ := netemconv.FromTopology(src.status.Netem)
+			spec = netemconv.ToProto(s)
 		}
 		if p := src.status.Physical; p != nil {
 			e.DetailVni = uint32(p.VNI)

@@ -10,6 +10,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/meshnet/meshnet/internal/cniconf"
@@ -84,7 +85,11 @@ func (p *Pod) CNIWith(ctx context.Context, command string, list *libcni.NetworkC
 	}
 	switch command {
 	case "ADD":
-		return c.AddNetworkList(ctx, list, rt)
+		res, err := c.AddNetworkList(ctx, list, rt)
+		if err != nil {
+			return nil, err
+		}
+		return res, p.running(ctx)
 	case "DEL":
 		return nil, c.DelNetworkList(ctx, list, rt)
 	case "CHECK":
@@ -106,4 +111,28 @@ func (n *Node) cni() *libcni.CNIConfig {
 // to learn whether the network is ready.
 func (n *Node) CNIStatus(ctx context.Context, list *libcni.NetworkConfigList) error {
 	return n.cni().GetStatusNetworkList(ctx, list)
+}
+
+// running reports the pod Running and Ready, as a kubelet does once the
+// sandbox has its network and the containers started: the Node Graph paints
+// a Pending pod as not up.
+func (p *Pod) running(ctx context.Context) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		obj := &corev1.Pod{}
+		if err := p.lab.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.Name}, obj); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		obj.Status.Phase = corev1.PodRunning
+		obj.Status.StartTime = &now
+		obj.Status.Conditions = []corev1.PodCondition{
+			{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		}
+		return p.lab.Client.Status().Update(ctx, obj)
+	})
+	if client.IgnoreNotFound(err) != nil { // a test may have deleted the object
+		return fmt.Errorf("report Pod %s/%s running: %w", p.Namespace, p.Name, err)
+	}
+	return nil
 }

@@ -89,6 +89,33 @@ type Lab struct {
 	t         testing.TB
 	Env       *clustertest.Env
 	physicals int
+	ctrl      *lab.Process
+}
+
+// Controller runs meshnet-controller on the first node, once per lab, with
+// every node's meshnetd endpoint published: the controller writes the
+// Topology status, from what the nodes' meshnetds tell it. Its log is
+// shown when the test fails, or always with LABNET_LOGS=1.
+func (l *Lab) Controller() {
+	l.t.Helper()
+	if l.ctrl != nil {
+		return
+	}
+	nodes := l.Lab.Nodes()
+	if len(nodes) == 0 {
+		l.t.Fatal("labnet: a controller needs a node to run on")
+	}
+	for _, n := range nodes {
+		must(l.t, n.PublishEndpoint(true))
+	}
+	p, err := l.StartController(nodes[0], "meshnet-controller")
+	must(l.t, err)
+	l.ctrl = p
+	l.t.Cleanup(func() {
+		if l.t.Failed() || os.Getenv("LABNET_LOGS") != "" {
+			l.t.Logf("meshnet-controller log:\n%s", p.Log())
+		}
+	})
 }
 
 // New starts a control plane and the node network. The API server and every

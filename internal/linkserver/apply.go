@@ -107,7 +107,6 @@ func (s *Server) apply(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*me
 		}
 	}
 
-	var routes []*meshnetv1.Route
 	err = s.withPod(p, extra, func(n *podNetns, st *podState, devs map[string]links.Interface) (bool, error) {
 		var want []route
 		if req.GetRoutes() != nil {
@@ -161,9 +160,7 @@ func (s *Server) apply(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*me
 				st.Applied, changed = applied, true
 			}
 		}
-		var err error
-		routes, err = routesIn(n, st)
-		return changed, err
+		return changed, nil
 	})
 	if err != nil {
 		return nil, err
@@ -215,7 +212,7 @@ func (s *Server) apply(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*me
 	for _, r := range changedFar {
 		peerEndChanged[r.GetInterface()] = true
 	}
-	resp := &meshnetv1.ApplyPodResponse{Routes: routes}
+	resp := &meshnetv1.ApplyPodResponse{}
 	for _, l := range p.Links {
 		resp.Results = append(resp.Results, &meshnetv1.LinkResult{
 			Interface: l.LocalIntf, Uid: uint32(l.UID), Kind: kinds[l.Kind], Peer: peerOf(p, l),
@@ -230,9 +227,11 @@ func (s *Server) apply(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*me
 			})
 		}
 	}
-	if resp.Links, err = s.readPod(p, ""); err != nil {
-		return nil, err
+	snap, rev, err := s.watch.Refresh(p.Key())
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
 	}
+	resp.Links, resp.Routes, resp.Revision = snap.Links, snap.Routes, rev
 	return resp, nil
 }
 

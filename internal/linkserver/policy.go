@@ -19,7 +19,7 @@ var topologies = auth.Access{
 
 // Policy is LinkService's part of meshnetd's access policy: every mutating
 // call needs a token allowed to patch topologies in the request's namespace;
-// read calls (GetLink, ListLinks) are open when readOpen, else need any
+// read calls (GetLink, ListLinks, WatchLinks) are open when readOpen, else need any
 // valid token.
 func Policy(readOpen bool) auth.Policy {
 	read := auth.Access{Authenticated: !readOpen}
@@ -31,5 +31,6 @@ func Policy(readOpen bool) auth.Policy {
 		meshnetv1.LinkService_ApplyPod_FullMethodName:     topologies,
 		meshnetv1.LinkService_GetLink_FullMethodName:      read,
 		meshnetv1.LinkService_ListLinks_FullMethodName:    read,
+		meshnetv1.LinkService_WatchLinks_FullMethodName:   read,
 	}
 }

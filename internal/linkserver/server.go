@@ -22,15 +22,17 @@ import (
 	"strings"
 
 	"github.com/vishvananda/netns"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/internal/linklock"
 	"github.com/meshnet/meshnet/internal/links"
+	"github.com/meshnet/meshnet/internal/linkwatch"
 	"github.com/meshnet/meshnet/internal/netem"
+	"github.com/meshnet/meshnet/internal/netemconv"
 	"github.com/meshnet/meshnet/internal/podstore"
 )
 
@@ -74,15 +76,18 @@ type Server struct {
 	locks  *linklock.Locks
 	remote RemoteEnds
 	wirer  LinkSyncer
+	watch  *linkwatch.Watcher
 	node   string
 	nodeIP netip.Addr
 	log    *slog.Logger
 }
 
-// LinkSyncer converges the set of links of a pod wired on this node to its
-// Topology: ApplyPod runs it before it converges the links' state.
+// LinkSyncer is the wiring, which makes and removes links: ApplyPod has it
+// converge the set of links of a pod to its Topology before it converges
+// the links' state, and a link's status carries why wiring it failed.
 type LinkSyncer interface {
 	SyncLinks(ctx context.Context, pod podstore.Key, generation int64) error
+	LastError(pod podstore.Key, uid int) string
 }
 
 // New returns a Server for cfg.
@@ -98,7 +103,50 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{pods: cfg.Pods, states: states, locks: cfg.Locks, remote: cfg.Remote, wirer: cfg.Links, node: cfg.Node, nodeIP: cfg.NodeIP, log: log}, nil
+	s := &Server{pods: cfg.Pods, states: states, locks: cfg.Locks, remote: cfg.Remote, wirer: cfg.Links, node: cfg.Node, nodeIP: cfg.NodeIP, log: log}
+	s.watch = linkwatch.New(linkwatch.Config{Pods: cfg.Pods, Read: s.snapshot, Log: log})
+	return s, nil
+}
+
+// Run follows the kernel state of the node's pods for WatchLinks until ctx
+// ends.
+func (s *Server) Run(ctx context.Context) { s.watch.Run(ctx) }
+
+// Touch tells WatchLinks that something of a pod the kernel does not report
+// changed (the wiring's last error of a link).
+func (s *Server) Touch(pod podstore.Key) { s.watch.Touch(pod) }
+
+// lastError is why converging a link last failed: the wiring's reason and
+// the runtime calls'.
+func (s *Server) lastError(p podstore.Pod, l podstore.Link, st podState) string {
+	msg := st.LastError[l.LocalIntf]
+	if s.wirer != nil {
+		msg = joinMsg(s.wirer.LastError(p.Key(), l.UID), msg)
+	}
+	return msg
+}
+
+// snapshot is a pod as the kernel has it: the one read the link watcher,
+// and so WatchLinks and ApplyPod's answer, are made of.
+func (s *Server) snapshot(p podstore.Pod) (linkwatch.Snapshot, error) {
+	ls, err := s.readPod(p, "")
+	if err != nil {
+		return linkwatch.Snapshot{}, err
+	}
+	snap := linkwatch.Snapshot{Links: ls}
+	st, err := s.states.load(p)
+	if err != nil || len(st.Routes) == 0 {
+		return snap, err
+	}
+	n, err := openPod(p)
+	if err != nil {
+		return snap, nil // the sandbox is gone: its links say so
+	}
+	defer n.Close()
+	if snap.Routes, err = routesIn(n, &st); err != nil {
+		return snap, fmt.Errorf("read routes of pod %s: %w", p.Key(), err)
+	}
+	return snap, nil
 }
 
 // lookup finds a pod this node hosts.
@@ -122,9 +170,11 @@ func (s *Server) lookupLink(namespace, pod, intf string) (podstore.Pod, podstore
 	return p, l, nil
 }
 
+// linkOf finds a wired link of p; a link recorded without a kind waits for
+// its peer and is not wired yet.
 func linkOf(p podstore.Pod, intf string) (podstore.Link, bool) {
 	for _, l := range p.Links {
-		if l.LocalIntf == intf {
+		if l.LocalIntf == intf && l.Kind != "" {
 			return l, true
 		}
 	}
@@ -526,9 +576,9 @@ func (s *Server) readPod(p podstore.Pod, only string) ([]*meshnetv1.LinkStatus, 
 		// The sandbox is gone (or going): report the links, not a failure,
 		// so that a listing of the namespace still shows the other pods.
 		for _, l := range p.Links {
-			if only == "" || l.LocalIntf == only {
+			if l.Kind != "" && (only == "" || l.LocalIntf == only) {
 				ls := s.baseStatus(p, l)
-				ls.ReadTime, ls.LastError = now, joinMsg(st.LastError[l.LocalIntf], status.Convert(err).Message())
+				ls.ReadTime, ls.LastError = now, joinMsg(s.lastError(p, l, st), status.Convert(err).Message())
 				out = append(out, ls)
 			}
 		}
@@ -546,12 +596,12 @@ func (s *Server) readPod(p podstore.Pod, only string) ([]*meshnetv1.LinkStatus, 
 		}
 	}()
 	for _, l := range p.Links {
-		if only != "" && l.LocalIntf != only {
-			continue
+		if l.Kind == "" || (only != "" && l.LocalIntf != only) {
+			continue // waiting for its peer: not in the kernel yet
 		}
 		ls := s.baseStatus(p, l)
 		ls.ReadTime = now
-		ls.LastError = st.LastError[l.LocalIntf]
+		ls.LastError = s.lastError(p, l, st)
 		out = append(out, ls)
 		k, ok := ifaces[l.LocalIntf]
 		if !ok {
@@ -594,6 +644,9 @@ func readInterfaces(ns *links.Netns, only string) (map[string]links.Interface, e
 func joinMsg(a, b string) string {
 	if a == "" {
 		return b
+	}
+	if b == "" {
+		return a
 	}
 	return a + "; " + b
 }
@@ -679,36 +732,9 @@ func fillQdisc(ls *meshnetv1.LinkStatus, q netem.State, dist netem.Distribution)
 	if q.Owner != netem.OwnerMeshnet {
 		dist = ""
 	}
-	ls.Netem = netemProto(q.Spec, dist)
-}
-
-func netemProto(s netem.Spec, dist netem.Distribution) *meshnetv1.NetemSpec {
-	p := &meshnetv1.NetemSpec{
-		DelayCorrelationPercent:     s.DelayCorrelation,
-		LossPercent:                 s.Loss,
-		LossCorrelationPercent:      s.LossCorrelation,
-		DuplicatePercent:            s.Duplicate,
-		DuplicateCorrelationPercent: s.DuplicateCorrelation,
-		CorruptPercent:              s.Corrupt,
-		CorruptCorrelationPercent:   s.CorruptCorrelation,
-		ReorderPercent:              s.Reorder,
-		ReorderCorrelationPercent:   s.ReorderCorrelation,
-		Gap:                         s.Gap,
-		RateBps:                     s.RateBps,
-		LimitPackets:                s.Limit,
-	}
-	if s.Delay != 0 {
-		p.Delay = durationpb.New(s.Delay)
-	}
-	if s.Jitter != 0 {
-		p.Jitter = durationpb.New(s.Jitter)
-	}
-	for k, d := range distributions {
-		if d == dist && k != meshnetv1.NetemDistribution_NETEM_DISTRIBUTION_UNSPECIFIED {
-			p.Distribution = k
-		}
-	}
-	return p
+	spec := q.Spec
+	spec.Distribution = dist
+	ls.Netem = netemconv.ToProto(spec)
 }
 
 // routesIn reads back the managed routes st.Routes from the kernel, each as
@@ -866,6 +892,9 @@ func (s *Server) withPod(p podstore.Pod, extra []linklock.Key, change func(*podN
 	}
 	changed, cerr := change(n, &st, all)
 	if changed {
+		// What the kernel does not tell (a last error, a distribution)
+		// changed too: have the watchers told.
+		defer s.watch.Touch(p.Key())
 		if err := s.states.save(p.Key(), st); err != nil {
 			return status.Error(codes.Internal, errors.Join(cerr, err).Error())
 		}
@@ -874,4 +903,35 @@ func (s *Server) withPod(p podstore.Pod, extra []linklock.Key, change func(*podN
 		return kernelErr(cerr)
 	}
 	return nil
+}
+
+// WatchLinks implements meshnetv1.LinkServiceServer.
+func (s *Server) WatchLinks(req *meshnetv1.WatchLinksRequest, stream grpc.ServerStreamingServer[meshnetv1.WatchLinksResponse]) error {
+	var v violations
+	if req.GetNamespace() != "" {
+		v.namespace(req.GetNamespace())
+	}
+	if req.GetPod() != "" {
+		if req.GetNamespace() == "" {
+			v.add("pod", "needs a namespace")
+		}
+		v.pod("pod", req.GetPod())
+	}
+	if err := v.err(); err != nil {
+		return err
+	}
+	w := s.watch.Watch(req.GetNamespace(), req.GetPod())
+	defer w.Stop()
+	for {
+		ev, err := w.Next(stream.Context())
+		switch {
+		case errors.Is(err, linkwatch.ErrTooSlow):
+			return status.Error(codes.ResourceExhausted, "watch ended: the client fell too far behind; watch again")
+		case err != nil:
+			return status.FromContextError(err).Err()
+		}
+		if err := stream.Send(ev); err != nil {
+			return err
+		}
+	}
 }

@@ -1,21 +1,19 @@
 package linkserver
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
-	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/internal/links"
 	"github.com/meshnet/meshnet/internal/netem"
+	"github.com/meshnet/meshnet/internal/netemconv"
 )
 
 // violations collects every invalid field of a request, so that one answer
@@ -93,87 +91,18 @@ func (v *violations) mtu(field string, mtu uint32) {
 	}
 }
 
-// netemFields maps netem.Spec's field names, which its Validate reports, to
-// the API's.
-var netemFields = map[string]string{
-	"Delay": "delay", "Jitter": "jitter", "DelayCorrelation": "delay_correlation_percent",
-	"Distribution": "distribution", "Loss": "loss_percent", "LossCorrelation": "loss_correlation_percent",
-	"Duplicate": "duplicate_percent", "DuplicateCorrelation": "duplicate_correlation_percent",
-	"Corrupt": "corrupt_percent", "CorruptCorrelation": "corrupt_correlation_percent",
-	"Reorder": "reorder_percent", "ReorderCorrelation": "reorder_correlation_percent",
-	"Gap": "gap", "RateBps": "rate_bps", "Limit": "limit_packets",
-}
-
-var distributions = map[meshnetv1.NetemDistribution]netem.Distribution{
-	meshnetv1.NetemDistribution_NETEM_DISTRIBUTION_UNSPECIFIED:  netem.DistributionNone,
-	meshnetv1.NetemDistribution_NETEM_DISTRIBUTION_UNIFORM:      netem.DistributionUniform,
-	meshnetv1.NetemDistribution_NETEM_DISTRIBUTION_NORMAL:       netem.DistributionNormal,
-	meshnetv1.NetemDistribution_NETEM_DISTRIBUTION_PARETO:       netem.DistributionPareto,
-	meshnetv1.NetemDistribution_NETEM_DISTRIBUTION_PARETONORMAL: netem.DistributionParetoNormal,
-}
-
 // netemSpec converts and validates an API NetemSpec; field is its path in
 // the request ("netem", "links[0].netem").
 func (v *violations) netemSpec(field string, p *meshnetv1.NetemSpec) netem.Spec {
-	duration := func(name string, d *durationpb.Duration) time.Duration {
-		if d == nil {
-			return 0
-		}
-		if err := d.CheckValid(); err != nil {
-			v.add(field+"."+name, "%v", err)
-			return 0
-		}
-		if d.AsDuration() < 0 {
-			v.add(field+"."+name, "%v is negative", d.AsDuration())
-			return 0
-		}
-		return d.AsDuration()
-	}
-	dist, ok := distributions[p.GetDistribution()]
-	if !ok {
-		v.add(field+".distribution", "unknown value %d", p.GetDistribution())
-	}
-	s := netem.Spec{
-		Delay:                duration("delay", p.GetDelay()),
-		Jitter:               duration("jitter", p.GetJitter()),
-		DelayCorrelation:     p.GetDelayCorrelationPercent(),
-		Distribution:         dist,
-		Loss:                 p.GetLossPercent(),
-		LossCorrelation:      p.GetLossCorrelationPercent(),
-		Duplicate:            p.GetDuplicatePercent(),
-		DuplicateCorrelation: p.GetDuplicateCorrelationPercent(),
-		Corrupt:              p.GetCorruptPercent(),
-		CorruptCorrelation:   p.GetCorruptCorrelationPercent(),
-		Reorder:              p.GetReorderPercent(),
-		ReorderCorrelation:   p.GetReorderCorrelationPercent(),
-		Gap:                  p.GetGap(),
-		RateBps:              p.GetRateBps(),
-		Limit:                p.GetLimitPackets(),
-	}
-	var fieldErr *netem.FieldError
-	for _, err := range unjoin(s.Validate()) {
-		if errors.As(err, &fieldErr) {
-			name, ok := netemFields[fieldErr.Field]
-			if !ok {
-				name = fieldErr.Field
-			}
-			v.add(field+"."+name, "%s", apiReason(fieldErr.Reason))
+	s, err := netemconv.FromProto(p)
+	for _, fe := range netemconv.Fields(err) {
+		if fe.Field != "" {
+			v.add(field+"."+fe.Field, "%s", fe.Reason)
 		} else {
-			v.add(field, "%v", err)
+			v.add(field, "%s", fe.Reason)
 		}
 	}
 	return s
-}
-
-// apiReason rewrites netem.Spec field names inside a reason ("needs
-// Delay") to the API's.
-func apiReason(reason string) string {
-	for _, w := range strings.Fields(reason) {
-		if name, ok := netemFields[strings.Trim(w, ",.()")]; ok {
-			reason = strings.ReplaceAll(reason, strings.Trim(w, ",.()"), name)
-		}
-	}
-	return reason
 }
 
 func unjoin(err error) []error {

@@ -87,16 +87,6 @@ func TestNetemSpecNamesAPIFields(t *testing.T) {
 	}
 }
 
-func TestNetemRoundTrip(t *testing.T) {
-	s := netem.Spec{Delay: time.Second, Jitter: time.Millisecond, Loss: 2, Reorder: 5, Gap: 2, RateBps: 8e6, Limit: 10000}
-	var v violations
-	back := v.netemSpec("netem", netemProto(s, netem.DistributionPareto))
-	s.Distribution = netem.DistributionPareto
-	if back != s || len(v) != 0 {
-		t.Fatalf("round trip %+v, want %+v (%v)", back, s, v)
-	}
-}
-
 func TestSameNetem(t *testing.T) {
 	want := netem.Spec{Delay: 10 * time.Millisecond, Reorder: 5, Distribution: netem.DistributionNormal}
 	kernel := netem.Spec{Delay: 10 * time.Millisecond, Reorder: 5, Gap: 1, Limit: netem.DefaultLimit(want)}

@@ -100,10 +100,12 @@ func Start(t testing.TB, o Options) *Stack {
 	go gs.Serve(glis)
 	t.Cleanup(gs.Stop)
 
+	ctx, cancel := context.WithCancel(context.Background())
+	watching := make(chan struct{})
+	go func() { srv.Run(ctx); close(watching) }()
+	t.Cleanup(func() { cancel(); <-watching })
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metrics.NewLinks(o.Pods, nil), rpc)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
 	gw, err := gateway.New(ctx, gateway.Config{Endpoint: glis.Addr().String(), Gatherer: reg})
 	if err != nil {
 		t.Fatal(err)
@@ -134,6 +136,8 @@ func (s *Stack) Client(t testing.TB, token string) meshnetv1.LinkServiceClient {
 	if token != "" {
 		opts = append(opts, grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 			return invoker(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token), method, req, reply, cc, opts...)
+		}), grpc.WithStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			return streamer(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token), desc, cc, method, opts...)
 		}))
 	}
 	conn, err := grpc.NewClient(s.GRPCAddr, opts...)

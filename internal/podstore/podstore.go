@@ -53,9 +53,29 @@ func (p Pod) Key() Key { return Key{p.Namespace, p.Name} }
 // Store is the set of pods wired on this node, mirrored in a directory with
 // one JSON file a pod. It is safe for concurrent use.
 type Store struct {
-	dir  string
-	mu   sync.RWMutex
-	pods map[Key]Pod
+	dir    string
+	mu     sync.RWMutex
+	pods   map[Key]Pod
+	notify []func(Key)
+}
+
+// Notify has f called with a pod's key after every Put, and every Delete
+// that removed a record, so that a follower of the store's pods (the link
+// watcher) needs no poll. f runs on the writer's goroutine and must not
+// block.
+func (s *Store) Notify(f func(Key)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.notify = append(s.notify, f)
+}
+
+func (s *Store) changed(k Key) {
+	s.mu.RLock()
+	fs := s.notify
+	s.mu.RUnlock()
+	for _, f := range fs {
+		f(k)
+	}
 }
 
 // Open loads the records in dir, creating it (mode 0700) if needed.
@@ -94,6 +114,7 @@ func (s *Store) Put(p Pod) error {
 	if err != nil {
 		return fmt.Errorf("encode pod record %s: %w", p.Key(), err)
 	}
+	defer s.changed(p.Key())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	path := s.path(p.Key())
@@ -120,17 +141,25 @@ func (s *Store) Get(k Key) (Pod, bool) {
 // containerID is empty), so that a late DEL of an old sandbox does not forget
 // its replacement. Deleting a missing record is not an error.
 func (s *Store) Delete(k Key, containerID string) error {
+	removed, err := s.delete(k, containerID)
+	if removed {
+		s.changed(k)
+	}
+	return err
+}
+
+func (s *Store) delete(k Key, containerID string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, ok := s.pods[k]
 	if !ok || (containerID != "" && p.ContainerID != containerID) {
-		return nil
+		return false, nil
 	}
 	if err := os.Remove(s.path(k)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("delete pod record %s: %w", k, err)
+		return false, fmt.Errorf("delete pod record %s: %w", k, err)
 	}
 	delete(s.pods, k)
-	return nil
+	return true, nil
 }
 
 // List returns every record, ordered by namespace and name.

@@ -24,16 +24,15 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"regexp"
 	"slices"
 	"strings"
-	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/links"
+	"github.com/meshnet/meshnet/internal/netemconv"
 )
 
 // Localhost as an endpoint's name makes the endpoint the node's NIC: the pod
@@ -218,8 +217,9 @@ func (p *parser) link(at string, raw json.RawMessage) (l Link, ok bool) {
 	if r, ok := m["netem"]; ok {
 		l.Netem = &v1beta1.Netem{}
 		if p.decode(at+".netem", r, l.Netem) {
-			for _, err := range checkNetem(l.Netem) {
-				p.errorf("%s.netem.%w", at, err)
+			_, err := netemconv.FromTopology(l.Netem)
+			for _, fe := range netemconv.Fields(err) {
+				p.errorf("%s.netem.%s: %s", at, fe.Field, fe.Reason)
 			}
 		}
 	}
@@ -441,82 +441,6 @@ func udpPort(o *v1beta1.LinkOptions) int32 {
 		return links.DefaultVXLANPort
 	}
 	return *o.UDPPort
-}
-
-// Patterns of the Topology CRD's netem units (api/v1beta1).
-var (
-	durationPattern = regexp.MustCompile(`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`)
-	percentPattern  = regexp.MustCompile(`^(100(\.0+)?|[0-9]{1,2}(\.[0-9]+)?)%?$`)
-	ratePattern     = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?[kKmMgGtT]?(bit|bps)$`)
-)
-
-// maxJitter is the kernel's cap on netem jitter, as the CRD enforces it.
-const maxJitter = 2147 * time.Millisecond
-
-// checkNetem applies the CRD's rules to a netem block; each error starts with
-// the field's name.
-func checkNetem(n *v1beta1.Netem) []error {
-	var errs []error
-	bad := func(field string, v any, want string) {
-		errs = append(errs, fmt.Errorf("%s: %q, want %s", field, v, want))
-	}
-	dur := func(field string, d *v1beta1.Duration) {
-		if d != nil && !durationPattern.MatchString(string(*d)) {
-			bad(field, *d, `a duration like "50ms" or "1.5s"`)
-		}
-	}
-	pct := func(field string, v *v1beta1.Percent) {
-		if v != nil && !percentPattern.MatchString(string(*v)) {
-			bad(field, *v, `a percentage from 0 to 100 like "0.5%"`)
-		}
-	}
-	dur("delay", n.Delay)
-	dur("jitter", n.Jitter)
-	if n.Jitter != nil && durationPattern.MatchString(string(*n.Jitter)) {
-		if d, err := n.Jitter.Parse(); err != nil || d > maxJitter {
-			bad("jitter", *n.Jitter, "at most 2147ms, the kernel's cap")
-		}
-	}
-	pct("delay_correlation", n.DelayCorrelation)
-	if n.Distribution != nil {
-		switch *n.Distribution {
-		case v1beta1.DistributionUniform, v1beta1.DistributionNormal, v1beta1.DistributionPareto, v1beta1.DistributionParetoNormal:
-		default:
-			bad("distribution", *n.Distribution, "uniform, normal, pareto or paretonormal")
-		}
-	}
-	pct("loss", n.Loss)
-	pct("loss_correlation", n.LossCorrelation)
-	pct("duplicate", n.Duplicate)
-	pct("duplicate_correlation", n.DuplicateCorrelation)
-	pct("corrupt", n.Corrupt)
-	pct("corrupt_correlation", n.CorruptCorrelation)
-	pct("reorder", n.Reorder)
-	pct("reorder_correlation", n.ReorderCorrelation)
-	if n.Rate != nil && !ratePattern.MatchString(string(*n.Rate)) {
-		bad("rate", *n.Rate, `a rate like "100mbit" or "10mbps"`)
-	}
-	if n.Gap != nil && *n.Gap < 1 {
-		errs = append(errs, fmt.Errorf("gap: %d, want at least 1", *n.Gap))
-	}
-	if n.Limit != nil && *n.Limit < 1 {
-		errs = append(errs, fmt.Errorf("limit: %d, want at least 1", *n.Limit))
-	}
-	needs := func(field string, has bool, needed string, hasNeeded bool) {
-		if has && !hasNeeded {
-			errs = append(errs, fmt.Errorf("%s: needs %s", field, needed))
-		}
-	}
-	needs("jitter", n.Jitter != nil, "delay", n.Delay != nil)
-	needs("delay_correlation", n.DelayCorrelation != nil, "delay", n.Delay != nil)
-	needs("distribution", n.Distribution != nil, "delay and jitter", n.Delay != nil && n.Jitter != nil)
-	needs("loss_correlation", n.LossCorrelation != nil, "loss", n.Loss != nil)
-	needs("duplicate_correlation", n.DuplicateCorrelation != nil, "duplicate", n.Duplicate != nil)
-	needs("corrupt_correlation", n.CorruptCorrelation != nil, "corrupt", n.Corrupt != nil)
-	needs("reorder", n.Reorder != nil, "delay", n.Delay != nil)
-	needs("reorder_correlation", n.ReorderCorrelation != nil, "reorder", n.Reorder != nil)
-	needs("gap", n.Gap != nil, "reorder", n.Reorder != nil)
-	return errs
 }
 
 func sortedKeys[V any](m map[string]V) []string {

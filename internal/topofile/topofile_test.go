@@ -194,14 +194,14 @@ func TestParseErrorsNameThePlace(t *testing.T) {
 		{"state not a string", link("    state: true\n"), []string{"links[0].state: got a bool, want a string"}},
 		{"unknown netem field", link("    netem: {delay: 1ms, lag: 2ms}\n"), []string{"links[0].netem", `unknown field "lag"`}},
 		{"netem number for a percentage", link("    netem: {loss: 0.5}\n"), []string{"links[0].netem.loss: got a number, want a string"}},
-		{"bad delay", link("    netem: {delay: -5ms}\n"), []string{`links[0].netem.delay: "-5ms", want a duration`}},
-		{"jitter over the cap", link("    netem: {delay: 1s, jitter: 3s}\n"), []string{`links[0].netem.jitter: "3s", want at most 2147ms`}},
+		{"bad delay", link("    netem: {delay: -5ms}\n"), []string{`links[0].netem.delay: "-5ms" is not a duration like "50ms"`}},
+		{"jitter over the cap", link("    netem: {delay: 1s, jitter: 3s}\n"), []string{`links[0].netem.jitter: 3s exceeds the kernel's cap of 2.147483647s`}},
 		{"jitter without delay", link("    netem: {jitter: 1ms}\n"), []string{"links[0].netem.jitter: needs delay"}},
-		{"bad percentage", link("    netem: {loss: \"101%\"}\n"), []string{`links[0].netem.loss: "101%", want a percentage`}},
-		{"bad rate", link("    netem: {rate: fast}\n"), []string{`links[0].netem.rate: "fast", want a rate`}},
-		{"bad distribution", link("    netem: {delay: 1ms, jitter: 1ms, distribution: flat}\n"), []string{`links[0].netem.distribution: "flat"`}},
+		{"bad percentage", link("    netem: {loss: \"101%\"}\n"), []string{`links[0].netem.loss: "101%" is not a percentage from 0 to 100`}},
+		{"bad rate", link("    netem: {rate: fast}\n"), []string{`links[0].netem.rate: "fast" is not a rate like "100mbit"`}},
+		{"bad distribution", link("    netem: {delay: 1ms, jitter: 1ms, distribution: flat}\n"), []string{`links[0].netem.distribution: unknown "flat"`}},
 		{"gap without reorder", link("    netem: {delay: 1ms, gap: 5}\n"), []string{"links[0].netem.gap: needs reorder"}},
-		{"zero limit", link("    netem: {limit: 0}\n"), []string{"links[0].netem.limit: 0, want at least 1"}},
+		{"zero limit", link("    netem: {limit: 0}\n"), []string{"links[0].netem.limit: 0 is less than 1"}},
 		{"remote_vtep not an IP", link("    link_options: {remote_vtep: phy.example, vni: 1}\n"), []string{`links[0].link_options.remote_vtep: "phy.example" is not an IP address`}},
 		{"vni out of range", link("    link_options: {remote_vtep: 10.250.0.200, vni: 16777216}\n"), []string{"links[0].link_options.vni: 16777216 is outside 1..16777215"}},
 		{"vni missing", link("    link_options: {remote_vtep: 10.250.0.200}\n"), []string{"links[0].link_options.vni: 0 is outside"}},
@@ -384,8 +384,8 @@ func TestExamples(t *testing.T) {
 	}
 }
 
-// TestNetemPatternsMatchTheCRD keeps the patterns checkNetem uses equal to
-// the generated CRD's.
+// TestNetemPatternsMatchTheCRD keeps the patterns v1beta1's Parse functions
+// use equal to the generated CRD's.
 func TestNetemPatternsMatchTheCRD(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "crd", "networkop.co.uk_topologies.yaml"))
 	if err != nil {
@@ -413,9 +413,9 @@ func TestNetemPatternsMatchTheCRD(t *testing.T) {
 		}
 	}
 	walk("", crd)
-	for field, re := range map[string]string{"delay": durationPattern.String(), "loss": percentPattern.String(), "rate": ratePattern.String()} {
+	for field, re := range map[string]string{"delay": v1beta1.DurationPattern.String(), "loss": v1beta1.PercentPattern.String(), "rate": v1beta1.RatePattern.String()} {
 		if netem[field] != re {
-			t.Errorf("netem.%s: CRD pattern %q, checkNetem uses %q", field, netem[field], re)
+			t.Errorf("netem.%s: CRD pattern %q, v1beta1's Parse uses %q", field, netem[field], re)
 		}
 	}
 }

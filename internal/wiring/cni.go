@@ -78,7 +78,6 @@ func (s cniServer) SetupPod(ctx context.Context, req *meshnetv1.SetupPodRequest)
 	ws := w.wireLinks(ctx, p, topo.Spec.Links, log)
 	resp := &meshnetv1.SetupPodResponse{Links: ws.results}
 	failed, remotes, done := ws.failed, ws.remotes, ws.records
-	touched := append([]podstore.Key{k}, ws.touched...)
 	if err := w.updateRecord(k, func(pp *podstore.Pod) {
 		if pp.ContainerID != cni.GetContainerId() {
 			return
@@ -92,9 +91,7 @@ func (s cniServer) SetupPod(ctx context.Context, req *meshnetv1.SetupPodRequest)
 		failed = append(failed, err.Error())
 	}
 	w.createRemoteEnds(ctx, k, remotes)
-	for _, t := range touched {
-		w.status.Add(t)
-	}
+	w.status.Add(k) // the sandbox fields
 	if len(failed) > 0 {
 		return nil, status.Errorf(codes.Internal, "pod %s: %d of %d links failed: %s", k, len(failed), len(topo.Spec.Links), strings.Join(failed, "; "))
 	}
@@ -103,13 +100,12 @@ func (s cniServer) SetupPod(ctx context.Context, req *meshnetv1.SetupPodRequest)
 }
 
 // wiredSet is what wiring some of a pod's links did: each wired link's
-// record, the results, the remote ends to ask the peers' nodes for, the
-// local peer pods whose status changed too, and the failures.
+// record, the results, the remote ends to ask the peers' nodes for, and the
+// failures.
 type wiredSet struct {
 	records map[int]podstore.Link
 	results []*meshnetv1.LinkResult
 	remotes []wired
-	touched []podstore.Key
 	failed  []string
 }
 
@@ -129,9 +125,6 @@ func (w *Wirer) wireLinks(ctx context.Context, p pod, ls []v1beta1.Link, log *sl
 		s.results = append(s.results, wd.result)
 		if wd.remote != nil {
 			s.remotes = append(s.remotes, wd)
-		}
-		if wd.touched != nil {
-			s.touched = append(s.touched, *wd.touched)
 		}
 	}
 	return s
@@ -218,15 +211,11 @@ func (w *Wirer) teardown(ctx context.Context, rec podstore.Pod, log *slog.Logger
 		failed  []string
 		wg      sync.WaitGroup
 	)
-	touched := []podstore.Key{k}
 	for _, l := range rec.Links {
-		peer, remote, err := w.deleteLocalEnd(k, ns, l)
+		remote, err := w.deleteLocalEnd(k, ns, l)
 		if err != nil {
 			failed = append(failed, err.Error())
 			continue
-		}
-		if peer != nil {
-			touched = append(touched, *peer)
 		}
 		removed = append(removed, &meshnetv1.LinkResult{
 			Interface: l.LocalIntf, Uid: uint32(l.UID), Kind: protoKind(v1beta1.LinkKind(l.Kind)), Phase: meshnetv1.LinkPhase_LINK_PHASE_DELETED,
@@ -259,9 +248,7 @@ func (w *Wirer) teardown(ctx context.Context, rec podstore.Pod, log *slog.Logger
 		}
 	}
 	w.mu.Unlock()
-	for _, t := range touched {
-		w.status.Add(t)
-	}
+	w.status.Add(k) // the sandbox fields, now gone
 	log.Info("pod unwired", "links", len(removed))
 	return removed, nil
 }

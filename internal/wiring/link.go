@@ -13,6 +13,7 @@ import (
 	"github.com/meshnet/meshnet/internal/linklock"
 	"github.com/meshnet/meshnet/internal/links"
 	"github.com/meshnet/meshnet/internal/netem"
+	"github.com/meshnet/meshnet/internal/netemconv"
 	"github.com/meshnet/meshnet/internal/podstore"
 )
 
@@ -92,8 +93,6 @@ type wired struct {
 	remote *meshnetv1.CreateRemoteEndRequest
 	// peerIP is the node the remote call goes to.
 	peerIP netip.Addr
-	// touched is a local peer pod whose status changed too.
-	touched *podstore.Key
 }
 
 // wireLink makes this pod's end of l, and the peer's end of a veth.
@@ -253,7 +252,7 @@ func (w *Wirer) wireVeth(ctx context.Context, p pod, l v1beta1.Link, self links.
 	}); err != nil {
 		return wired{}, err
 	}
-	return wired{result: res, record: rec, touched: &peerKey}, nil
+	return wired{result: res, record: rec}, nil
 }
 
 func udpPort(o *v1beta1.LinkOptions) uint16 {
@@ -282,7 +281,7 @@ func (w *Wirer) applyNetem(p pod, l v1beta1.Link) {
 }
 
 func (w *Wirer) netem(nsPath string, l v1beta1.Link) error {
-	spec, err := NetemSpec(l.Netem)
+	spec, err := netemconv.FromTopology(l.Netem)
 	if err != nil {
 		return err
 	}

@@ -73,7 +73,6 @@ func (s peerServer) CreateRemoteEnd(ctx context.Context, req *meshnetv1.CreateRe
 	unlock()
 	if err != nil {
 		w.setLastErr(k, uid, err.Error())
-		w.status.Add(k)
 		return nil, status.Errorf(codes.Internal, "pod %s link %d: %v", k, uid, err)
 	}
 	log.Info("vxlan end wired for peer", "result", r, "vni", vni, "remote_vtep", remote, "peer", peer.GetName())
@@ -87,7 +86,6 @@ func (s peerServer) CreateRemoteEnd(ctx context.Context, req *meshnetv1.CreateRe
 	}); err != nil {
 		return nil, status.Errorf(codes.Internal, "pod %s: %v", k, err)
 	}
-	w.status.Add(k)
 	st, err := links.ReadState(ns, l.LocalIntf)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "pod %s: %v", k, err)
@@ -129,7 +127,6 @@ func (s peerServer) DeleteRemoteEnd(ctx context.Context, req *meshnetv1.DeleteRe
 			return nil, status.Errorf(codes.Internal, "pod %s: %v", k, err)
 		}
 		w.log.Info("vxlan end removed for peer", "pod", k.String(), "link", req.GetEnd().GetUid(), "intf", intf, "vni", d.VNI)
-		w.status.Add(k)
 	}
 	return &meshnetv1.DeleteRemoteEndResponse{}, nil
 }

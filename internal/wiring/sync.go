@@ -57,26 +57,18 @@ func (w *Wirer) SyncLinks(ctx context.Context, k podstore.Key, generation int64)
 	defer ns.Close()
 
 	var failed []string
-	touched := map[podstore.Key]bool{k: true}
 	// Removals first: a link moved to another peer may keep its interface.
 	dropped := map[int]bool{}
 	for _, l := range drop {
-		peer, err := w.unwireLink(ctx, k, ns, l)
-		if err != nil {
+		if err := w.unwireLink(ctx, k, ns, l); err != nil {
 			failed = append(failed, err.Error())
 			continue
 		}
 		dropped[l.UID] = true
-		if peer != nil {
-			touched[*peer] = true
-		}
 		log.Info("link removed from a running pod", "link", l.UID, "intf", l.LocalIntf, "peer", l.PeerPod)
 	}
 	ws := w.wireLinks(ctx, pod{key: k, ns: ns, topo: topo}, add, log)
 	failed = append(failed, ws.failed...)
-	for _, t := range ws.touched {
-		touched[t] = true
-	}
 	wiredLinks := ws.records
 	for _, l := range add {
 		if r, ok := wiredLinks[l.UID]; ok {
@@ -103,9 +95,6 @@ func (w *Wirer) SyncLinks(ctx context.Context, k podstore.Key, generation int64)
 		failed = append(failed, err.Error())
 	}
 	w.createRemoteEnds(ctx, k, ws.remotes)
-	for t := range touched {
-		w.status.Add(t)
-	}
 	if len(failed) > 0 {
 		return fmt.Errorf("pod %s: %d of %d link changes failed: %s", k, len(failed), len(add)+len(drop), strings.Join(failed, "; "))
 	}
@@ -139,42 +128,40 @@ func linkChanges(have []podstore.Link, want []v1beta1.Link) (add []v1beta1.Link,
 }
 
 // unwireLink removes a pod's end of one recorded link and, for a VXLAN,
-// the peer's end on its node; a veth's peer end goes with it. It returns
-// the local peer pod whose status changed too. A peer node that does not
-// answer fails it, with the link still recorded, so that the next pass
-// tries again.
-func (w *Wirer) unwireLink(ctx context.Context, k podstore.Key, ns *links.Netns, l podstore.Link) (*podstore.Key, error) {
-	touched, remote, err := w.deleteLocalEnd(k, ns, l)
+// the peer's end on its node; a veth's peer end goes with it. A peer node
+// that does not answer fails it, with the link still recorded, so that the
+// next pass tries again.
+func (w *Wirer) unwireLink(ctx context.Context, k podstore.Key, ns *links.Netns, l podstore.Link) error {
+	remote, err := w.deleteLocalEnd(k, ns, l)
 	if err != nil || !remote {
-		return touched, err
+		return err
 	}
 	if err := w.deleteRemoteEnd(ctx, k, l); err != nil {
-		return nil, fmt.Errorf("link %d (%s): its peer's end: %w", l.UID, l.LocalIntf, err)
+		return fmt.Errorf("link %d (%s): its peer's end: %w", l.UID, l.LocalIntf, err)
 	}
-	return touched, nil
+	return nil
 }
 
 // deleteLocalEnd removes a pod's end of a recorded link (a veth's peer end
 // goes with it) under the locks of both ends; ns nil means the pod's
-// namespace, and its interfaces, are gone already. It returns the local
-// peer pod whose status changed too, and whether the peer's end lives on
-// another node and must be removed there (a VXLAN, or a link still pending).
-func (w *Wirer) deleteLocalEnd(k podstore.Key, ns *links.Netns, l podstore.Link) (touched *podstore.Key, remote bool, err error) {
+// namespace, and its interfaces, are gone already. It returns whether the
+// peer's end lives on another node and must be removed there (a VXLAN, or a
+// link still pending).
+func (w *Wirer) deleteLocalEnd(k podstore.Key, ns *links.Netns, l podstore.Link) (remote bool, err error) {
 	peerKey := podstore.Key{Namespace: k.Namespace, Name: l.PeerPod}
 	_, peerLocal := w.cfg.Store.Get(peerKey)
 	lockKeys := []linklock.Key{endKey(k, l.LocalIntf)}
 	if peerLocal && l.Kind != string(v1beta1.LinkKindPhy) && l.Kind != string(v1beta1.LinkKindMacvlan) {
 		lockKeys = append(lockKeys, endKey(peerKey, l.PeerIntf))
-		touched = &peerKey
 	}
 	if ns != nil {
 		unlock := w.cfg.Locks.Lock(lockKeys...)
 		err := links.Delete(ns, l.LocalIntf)
 		unlock()
 		if err != nil {
-			return nil, false, fmt.Errorf("link %d (%s): %w", l.UID, l.LocalIntf, err)
+			return false, fmt.Errorf("link %d (%s): %w", l.UID, l.LocalIntf, err)
 		}
 	}
 	remote = !peerLocal && (l.Kind == string(v1beta1.LinkKindVXLAN) || l.Kind == "")
-	return touched, remote, nil
+	return remote, nil
 }

@@ -64,7 +64,10 @@ type Config struct {
 	// Forget drops what runtime calls set on a pod (linkserver.Server's),
 	// once DEL removed its last sandbox; nil keeps nothing to drop.
 	Forget func(podstore.Key) error
-	Log    *slog.Logger
+	// Changed tells the link watcher that something of a pod the kernel
+	// does not report changed (a link's last error); nil tells nobody.
+	Changed func(podstore.Key)
+	Log     *slog.Logger
 }
 
 // Wirer creates and removes the links of the pods on one node.
@@ -227,15 +230,25 @@ func (w *Wirer) updateRecord(k podstore.Key, change func(*podstore.Pod)) error {
 	return w.cfg.Store.Put(p)
 }
 
+// setLastErr records why wiring a link failed ("" when it did not), and
+// tells the link watcher when that changed: the kernel does not.
 func (w *Wirer) setLastErr(k podstore.Key, uid int, msg string) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
+	old := w.lastErr[linkID{k, uid}]
 	if msg == "" {
 		delete(w.lastErr, linkID{k, uid})
 	} else {
 		w.lastErr[linkID{k, uid}] = msg
 	}
+	w.mu.Unlock()
+	if old != msg && w.cfg.Changed != nil {
+		w.cfg.Changed(k)
+	}
 }
+
+// LastError is why wiring the pod's link uid last failed, "" when it did
+// not: linkserver reports it with the link's kernel state.
+func (w *Wirer) LastError(k podstore.Key, uid int) string { return w.getLastErr(k, uid) }
 
 func (w *Wirer) getLastErr(k podstore.Key, uid int) string {
 	w.mu.Lock()

@@ -78,8 +78,11 @@ func pingN(p *labnet.Pod, ip string, tries int, extra ...string) error {
 	return fmt.Errorf("ping %s from %s/%s: %v\n%s", ip, p.Namespace, p.Name, err, out)
 }
 
+// waitStatus waits for a Topology's status, which meshnet-controller
+// writes (started on first use).
 func waitStatus(t testing.TB, lab *labnet.Lab, namespace, name string, ok func(*v1beta1.TopologyStatus) bool) *v1beta1.Topology {
 	t.Helper()
+	lab.Controller()
 	topo := &v1beta1.Topology{}
 	deadline := time.Now().Add(30 * time.Second)
 	for {

@@ -10,6 +10,7 @@ import (
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -21,6 +22,221 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// LinkEventType is what happened.
+type LinkEventType int32
+
+const (
+	LinkEventType_LINK_EVENT_TYPE_UNSPECIFIED LinkEventType = 0
+	// The link end exists (at the start of a watch, or created since).
+	LinkEventType_LINK_EVENT_TYPE_ADDED LinkEventType = 1
+	// Something of the link end changed: admin state, carrier, MTU,
+	// addresses, netem, kind, peer, or its last error.
+	LinkEventType_LINK_EVENT_TYPE_MODIFIED LinkEventType = 2
+	// The link end is gone (removed from the Topology, or its pod deleted);
+	// link holds its last state.
+	LinkEventType_LINK_EVENT_TYPE_DELETED LinkEventType = 3
+	// The pod's meshnet-managed routes changed; routes holds them all.
+	LinkEventType_LINK_EVENT_TYPE_ROUTES LinkEventType = 4
+	// The initial listing is complete; later events are changes.
+	LinkEventType_LINK_EVENT_TYPE_SYNCED LinkEventType = 5
+)
+
+// Enum value maps for LinkEventType.
+var (
+	LinkEventType_name = map[int32]string{
+		0: "LINK_EVENT_TYPE_UNSPECIFIED",
+		1: "LINK_EVENT_TYPE_ADDED",
+		2: "LINK_EVENT_TYPE_MODIFIED",
+		3: "LINK_EVENT_TYPE_DELETED",
+		4: "LINK_EVENT_TYPE_ROUTES",
+		5: "LINK_EVENT_TYPE_SYNCED",
+	}
+	LinkEventType_value = map[string]int32{
+		"LINK_EVENT_TYPE_UNSPECIFIED": 0,
+		"LINK_EVENT_TYPE_ADDED":       1,
+		"LINK_EVENT_TYPE_MODIFIED":    2,
+		"LINK_EVENT_TYPE_DELETED":     3,
+		"LINK_EVENT_TYPE_ROUTES":      4,
+		"LINK_EVENT_TYPE_SYNCED":      5,
+	}
+)
+
+func (x LinkEventType) Enum() *LinkEventType {
+	p := new(LinkEventType)
+	*p = x
+	return p
+}
+
+func (x LinkEventType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LinkEventType) Descriptor() protoreflect.EnumDescriptor {
+	return file_meshnet_v1_link_proto_enumTypes[0].Descriptor()
+}
+
+func (LinkEventType) Type() protoreflect.EnumType {
+	return &file_meshnet_v1_link_proto_enumTypes[0]
+}
+
+func (x LinkEventType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LinkEventType.Descriptor instead.
+func (LinkEventType) EnumDescriptor() ([]byte, []int) {
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{0}
+}
+
+// WatchLinksRequest selects the pods to watch: every pod on the node when
+// both fields are empty, a namespace, or one pod.
+type WatchLinksRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Pod namespace; empty for every namespace (then pod must be empty too).
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// Pod name; empty for every pod of the namespace.
+	Pod           string `protobuf:"bytes,2,opt,name=pod,proto3" json:"pod,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchLinksRequest) Reset() {
+	*x = WatchLinksRequest{}
+	mi := &file_meshnet_v1_link_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchLinksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchLinksRequest) ProtoMessage() {}
+
+func (x *WatchLinksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meshnet_v1_link_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchLinksRequest.ProtoReflect.Descriptor instead.
+func (*WatchLinksRequest) Descriptor() ([]byte, []int) {
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *WatchLinksRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *WatchLinksRequest) GetPod() string {
+	if x != nil {
+		return x.Pod
+	}
+	return ""
+}
+
+// WatchLinksResponse is one event.
+type WatchLinksResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What happened.
+	Type LinkEventType `protobuf:"varint,1,opt,name=type,proto3,enum=meshnet.v1.LinkEventType" json:"type,omitempty"`
+	// Increases by one with every change this meshnetd sees; restarts with
+	// meshnetd. An event and an ApplyPodResponse with the same revision
+	// describe the same kernel state.
+	Revision uint64 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	// The pod the event is about (absent for SYNCED).
+	Pod *PodRef `protobuf:"bytes,3,opt,name=pod,proto3" json:"pod,omitempty"`
+	// The link end, for ADDED, MODIFIED and DELETED.
+	Link *LinkStatus `protobuf:"bytes,4,opt,name=link,proto3" json:"link,omitempty"`
+	// The pod's managed routes, for ROUTES (and the initial listing).
+	Routes []*Route `protobuf:"bytes,5,rep,name=routes,proto3" json:"routes,omitempty"`
+	// When meshnetd saw the change.
+	Time          *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=time,proto3" json:"time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchLinksResponse) Reset() {
+	*x = WatchLinksResponse{}
+	mi := &file_meshnet_v1_link_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchLinksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchLinksResponse) ProtoMessage() {}
+
+func (x *WatchLinksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_meshnet_v1_link_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchLinksResponse.ProtoReflect.Descriptor instead.
+func (*WatchLinksResponse) Descriptor() ([]byte, []int) {
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *WatchLinksResponse) GetType() LinkEventType {
+	if x != nil {
+		return x.Type
+	}
+	return LinkEventType_LINK_EVENT_TYPE_UNSPECIFIED
+}
+
+func (x *WatchLinksResponse) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *WatchLinksResponse) GetPod() *PodRef {
+	if x != nil {
+		return x.Pod
+	}
+	return nil
+}
+
+func (x *WatchLinksResponse) GetLink() *LinkStatus {
+	if x != nil {
+		return x.Link
+	}
+	return nil
+}
+
+func (x *WatchLinksResponse) GetRoutes() []*Route {
+	if x != nil {
+		return x.Routes
+	}
+	return nil
+}
+
+func (x *WatchLinksResponse) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
 
 // SetLinkStateRequest sets one link's admin state.
 type SetLinkStateRequest struct {
@@ -39,7 +255,7 @@ type SetLinkStateRequest struct {
 
 func (x *SetLinkStateRequest) Reset() {
 	*x = SetLinkStateRequest{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[0]
+	mi := &file_meshnet_v1_link_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -51,7 +267,7 @@ func (x *SetLinkStateRequest) String() string {
 func (*SetLinkStateRequest) ProtoMessage() {}
 
 func (x *SetLinkStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[0]
+	mi := &file_meshnet_v1_link_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -64,7 +280,7 @@ func (x *SetLinkStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLinkStateRequest.ProtoReflect.Descriptor instead.
 func (*SetLinkStateRequest) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{0}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *SetLinkStateRequest) GetNamespace() string {
@@ -106,7 +322,7 @@ type SetLinkStateResponse struct {
 
 func (x *SetLinkStateResponse) Reset() {
 	*x = SetLinkStateResponse{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[1]
+	mi := &file_meshnet_v1_link_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -118,7 +334,7 @@ func (x *SetLinkStateResponse) String() string {
 func (*SetLinkStateResponse) ProtoMessage() {}
 
 func (x *SetLinkStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[1]
+	mi := &file_meshnet_v1_link_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -131,7 +347,7 @@ func (x *SetLinkStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLinkStateResponse.ProtoReflect.Descriptor instead.
 func (*SetLinkStateResponse) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{1}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *SetLinkStateResponse) GetLink() *LinkStatus {
@@ -158,7 +374,7 @@ type SetNetemRequest struct {
 
 func (x *SetNetemRequest) Reset() {
 	*x = SetNetemRequest{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[2]
+	mi := &file_meshnet_v1_link_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -170,7 +386,7 @@ func (x *SetNetemRequest) String() string {
 func (*SetNetemRequest) ProtoMessage() {}
 
 func (x *SetNetemRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[2]
+	mi := &file_meshnet_v1_link_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -183,7 +399,7 @@ func (x *SetNetemRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNetemRequest.ProtoReflect.Descriptor instead.
 func (*SetNetemRequest) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{2}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SetNetemRequest) GetNamespace() string {
@@ -225,7 +441,7 @@ type SetNetemResponse struct {
 
 func (x *SetNetemResponse) Reset() {
 	*x = SetNetemResponse{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[3]
+	mi := &file_meshnet_v1_link_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -237,7 +453,7 @@ func (x *SetNetemResponse) String() string {
 func (*SetNetemResponse) ProtoMessage() {}
 
 func (x *SetNetemResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[3]
+	mi := &file_meshnet_v1_link_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -250,7 +466,7 @@ func (x *SetNetemResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNetemResponse.ProtoReflect.Descriptor instead.
 func (*SetNetemResponse) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{3}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SetNetemResponse) GetLink() *LinkStatus {
@@ -275,7 +491,7 @@ type ClearNetemRequest struct {
 
 func (x *ClearNetemRequest) Reset() {
 	*x = ClearNetemRequest{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[4]
+	mi := &file_meshnet_v1_link_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -287,7 +503,7 @@ func (x *ClearNetemRequest) String() string {
 func (*ClearNetemRequest) ProtoMessage() {}
 
 func (x *ClearNetemRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[4]
+	mi := &file_meshnet_v1_link_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -300,7 +516,7 @@ func (x *ClearNetemRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearNetemRequest.ProtoReflect.Descriptor instead.
 func (*ClearNetemRequest) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{4}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ClearNetemRequest) GetNamespace() string {
@@ -335,7 +551,7 @@ type ClearNetemResponse struct {
 
 func (x *ClearNetemResponse) Reset() {
 	*x = ClearNetemResponse{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[5]
+	mi := &file_meshnet_v1_link_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -347,7 +563,7 @@ func (x *ClearNetemResponse) String() string {
 func (*ClearNetemResponse) ProtoMessage() {}
 
 func (x *ClearNetemResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[5]
+	mi := &file_meshnet_v1_link_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -360,7 +576,7 @@ func (x *ClearNetemResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearNetemResponse.ProtoReflect.Descriptor instead.
 func (*ClearNetemResponse) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{5}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ClearNetemResponse) GetLink() *LinkStatus {
@@ -385,7 +601,7 @@ type SetRoutesRequest struct {
 
 func (x *SetRoutesRequest) Reset() {
 	*x = SetRoutesRequest{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[6]
+	mi := &file_meshnet_v1_link_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -397,7 +613,7 @@ func (x *SetRoutesRequest) String() string {
 func (*SetRoutesRequest) ProtoMessage() {}
 
 func (x *SetRoutesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[6]
+	mi := &file_meshnet_v1_link_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -410,7 +626,7 @@ func (x *SetRoutesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRoutesRequest.ProtoReflect.Descriptor instead.
 func (*SetRoutesRequest) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{6}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SetRoutesRequest) GetNamespace() string {
@@ -445,7 +661,7 @@ type SetRoutesResponse struct {
 
 func (x *SetRoutesResponse) Reset() {
 	*x = SetRoutesResponse{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[7]
+	mi := &file_meshnet_v1_link_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -457,7 +673,7 @@ func (x *SetRoutesResponse) String() string {
 func (*SetRoutesResponse) ProtoMessage() {}
 
 func (x *SetRoutesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[7]
+	mi := &file_meshnet_v1_link_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -470,7 +686,7 @@ func (x *SetRoutesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRoutesResponse.ProtoReflect.Descriptor instead.
 func (*SetRoutesResponse) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{7}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SetRoutesResponse) GetRoutes() []*Route {
@@ -495,7 +711,7 @@ type GetLinkRequest struct {
 
 func (x *GetLinkRequest) Reset() {
 	*x = GetLinkRequest{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[8]
+	mi := &file_meshnet_v1_link_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -507,7 +723,7 @@ func (x *GetLinkRequest) String() string {
 func (*GetLinkRequest) ProtoMessage() {}
 
 func (x *GetLinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[8]
+	mi := &file_meshnet_v1_link_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -520,7 +736,7 @@ func (x *GetLinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLinkRequest.ProtoReflect.Descriptor instead.
 func (*GetLinkRequest) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{8}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetLinkRequest) GetNamespace() string {
@@ -555,7 +771,7 @@ type GetLinkResponse struct {
 
 func (x *GetLinkResponse) Reset() {
 	*x = GetLinkResponse{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[9]
+	mi := &file_meshnet_v1_link_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -567,7 +783,7 @@ func (x *GetLinkResponse) String() string {
 func (*GetLinkResponse) ProtoMessage() {}
 
 func (x *GetLinkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[9]
+	mi := &file_meshnet_v1_link_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -580,7 +796,7 @@ func (x *GetLinkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLinkResponse.ProtoReflect.Descriptor instead.
 func (*GetLinkResponse) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{9}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetLinkResponse) GetLink() *LinkStatus {
@@ -603,7 +819,7 @@ type ListLinksRequest struct {
 
 func (x *ListLinksRequest) Reset() {
 	*x = ListLinksRequest{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[10]
+	mi := &file_meshnet_v1_link_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -615,7 +831,7 @@ func (x *ListLinksRequest) String() string {
 func (*ListLinksRequest) ProtoMessage() {}
 
 func (x *ListLinksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[10]
+	mi := &file_meshnet_v1_link_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -628,7 +844,7 @@ func (x *ListLinksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLinksRequest.ProtoReflect.Descriptor instead.
 func (*ListLinksRequest) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{10}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListLinksRequest) GetNamespace() string {
@@ -656,7 +872,7 @@ type ListLinksResponse struct {
 
 func (x *ListLinksResponse) Reset() {
 	*x = ListLinksResponse{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[11]
+	mi := &file_meshnet_v1_link_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -668,7 +884,7 @@ func (x *ListLinksResponse) String() string {
 func (*ListLinksResponse) ProtoMessage() {}
 
 func (x *ListLinksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[11]
+	mi := &file_meshnet_v1_link_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -681,7 +897,7 @@ func (x *ListLinksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLinksResponse.ProtoReflect.Descriptor instead.
 func (*ListLinksResponse) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{11}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListLinksResponse) GetLinks() []*LinkStatus {
@@ -719,7 +935,7 @@ type ApplyPodRequest struct {
 
 func (x *ApplyPodRequest) Reset() {
 	*x = ApplyPodRequest{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[12]
+	mi := &file_meshnet_v1_link_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -731,7 +947,7 @@ func (x *ApplyPodRequest) String() string {
 func (*ApplyPodRequest) ProtoMessage() {}
 
 func (x *ApplyPodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[12]
+	mi := &file_meshnet_v1_link_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -744,7 +960,7 @@ func (x *ApplyPodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyPodRequest.ProtoReflect.Descriptor instead.
 func (*ApplyPodRequest) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{12}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ApplyPodRequest) GetNamespace() string {
@@ -820,7 +1036,7 @@ type LinkSpec struct {
 
 func (x *LinkSpec) Reset() {
 	*x = LinkSpec{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[13]
+	mi := &file_meshnet_v1_link_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -832,7 +1048,7 @@ func (x *LinkSpec) String() string {
 func (*LinkSpec) ProtoMessage() {}
 
 func (x *LinkSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[13]
+	mi := &file_meshnet_v1_link_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -845,7 +1061,7 @@ func (x *LinkSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinkSpec.ProtoReflect.Descriptor instead.
 func (*LinkSpec) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{13}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LinkSpec) GetInterface() string {
@@ -906,7 +1122,7 @@ type LinkWiring struct {
 
 func (x *LinkWiring) Reset() {
 	*x = LinkWiring{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[14]
+	mi := &file_meshnet_v1_link_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -918,7 +1134,7 @@ func (x *LinkWiring) String() string {
 func (*LinkWiring) ProtoMessage() {}
 
 func (x *LinkWiring) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[14]
+	mi := &file_meshnet_v1_link_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -931,7 +1147,7 @@ func (x *LinkWiring) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinkWiring.ProtoReflect.Descriptor instead.
 func (*LinkWiring) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{14}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *LinkWiring) GetUid() uint32 {
@@ -987,7 +1203,7 @@ type RouteSet struct {
 
 func (x *RouteSet) Reset() {
 	*x = RouteSet{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[15]
+	mi := &file_meshnet_v1_link_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -999,7 +1215,7 @@ func (x *RouteSet) String() string {
 func (*RouteSet) ProtoMessage() {}
 
 func (x *RouteSet) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[15]
+	mi := &file_meshnet_v1_link_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1012,7 +1228,7 @@ func (x *RouteSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteSet.ProtoReflect.Descriptor instead.
 func (*RouteSet) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{15}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RouteSet) GetRoutes() []*Route {
@@ -1030,14 +1246,16 @@ type ApplyPodResponse struct {
 	// The pod's link ends on this node, read back.
 	Links []*LinkStatus `protobuf:"bytes,2,rep,name=links,proto3" json:"links,omitempty"`
 	// meshnet-managed routes, read back.
-	Routes        []*Route `protobuf:"bytes,3,rep,name=routes,proto3" json:"routes,omitempty"`
+	Routes []*Route `protobuf:"bytes,3,rep,name=routes,proto3" json:"routes,omitempty"`
+	// The WatchLinks revision of the state read back in links and routes.
+	Revision      uint64 `protobuf:"varint,4,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ApplyPodResponse) Reset() {
 	*x = ApplyPodResponse{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[16]
+	mi := &file_meshnet_v1_link_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1049,7 +1267,7 @@ func (x *ApplyPodResponse) String() string {
 func (*ApplyPodResponse) ProtoMessage() {}
 
 func (x *ApplyPodResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[16]
+	mi := &file_meshnet_v1_link_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1062,7 +1280,7 @@ func (x *ApplyPodResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyPodResponse.ProtoReflect.Descriptor instead.
 func (*ApplyPodResponse) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{16}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ApplyPodResponse) GetResults() []*LinkResult {
@@ -1086,12 +1304,29 @@ func (x *ApplyPodResponse) GetRoutes() []*Route {
 	return nil
 }
 
+func (x *ApplyPodResponse) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
 var File_meshnet_v1_link_proto protoreflect.FileDescriptor
 
 const file_meshnet_v1_link_proto_rawDesc = "" +
 	"\n" +
 	"\x15meshnet/v1/link.proto\x12\n" +
-	"meshnet.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x16meshnet/v1/types.proto\"\x90\x01\n" +
+	"meshnet.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16meshnet/v1/types.proto\"C\n" +
+	"\x11WatchLinksRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
+	"\x03pod\x18\x02 \x01(\tR\x03pod\"\x8c\x02\n" +
+	"\x12WatchLinksResponse\x12-\n" +
+	"\x04type\x18\x01 \x01(\x0e2\x19.meshnet.v1.LinkEventTypeR\x04type\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\x04R\brevision\x12$\n" +
+	"\x03pod\x18\x03 \x01(\v2\x12.meshnet.v1.PodRefR\x03pod\x12*\n" +
+	"\x04link\x18\x04 \x01(\v2\x16.meshnet.v1.LinkStatusR\x04link\x12)\n" +
+	"\x06routes\x18\x05 \x03(\v2\x11.meshnet.v1.RouteR\x06routes\x12.\n" +
+	"\x04time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x90\x01\n" +
 	"\x13SetLinkStateRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03pod\x18\x02 \x01(\tR\x03pod\x12\x1c\n" +
@@ -1156,11 +1391,19 @@ const file_meshnet_v1_link_proto_rawDesc = "" +
 	"\blocal_ip\x18\x05 \x01(\tR\alocalIp\x12\x17\n" +
 	"\apeer_ip\x18\x06 \x01(\tR\x06peerIp\"5\n" +
 	"\bRouteSet\x12)\n" +
-	"\x06routes\x18\x01 \x03(\v2\x11.meshnet.v1.RouteR\x06routes\"\x9d\x01\n" +
+	"\x06routes\x18\x01 \x03(\v2\x11.meshnet.v1.RouteR\x06routes\"\xb9\x01\n" +
 	"\x10ApplyPodResponse\x120\n" +
 	"\aresults\x18\x01 \x03(\v2\x16.meshnet.v1.LinkResultR\aresults\x12,\n" +
 	"\x05links\x18\x02 \x03(\v2\x16.meshnet.v1.LinkStatusR\x05links\x12)\n" +
-	"\x06routes\x18\x03 \x03(\v2\x11.meshnet.v1.RouteR\x06routes2\x83\b\n" +
+	"\x06routes\x18\x03 \x03(\v2\x11.meshnet.v1.RouteR\x06routes\x12\x1a\n" +
+	"\brevision\x18\x04 \x01(\x04R\brevision*\xbe\x01\n" +
+	"\rLinkEventType\x12\x1f\n" +
+	"\x1bLINK_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15LINK_EVENT_TYPE_ADDED\x10\x01\x12\x1c\n" +
+	"\x18LINK_EVENT_TYPE_MODIFIED\x10\x02\x12\x1b\n" +
+	"\x17LINK_EVENT_TYPE_DELETED\x10\x03\x12\x1a\n" +
+	"\x16LINK_EVENT_TYPE_ROUTES\x10\x04\x12\x1a\n" +
+	"\x16LINK_EVENT_TYPE_SYNCED\x10\x052\xcb\t\n" +
 	"\vLinkService\x12\x9b\x01\n" +
 	"\fSetLinkState\x12\x1f.meshnet.v1.SetLinkStateRequest\x1a .meshnet.v1.SetLinkStateResponse\"H\x82\xd3\xe4\x93\x02B:\x01*\x1a=/v1/namespaces/{namespace}/pods/{pod}/links/{interface}/state\x12\x93\x01\n" +
 	"\bSetNetem\x12\x1b.meshnet.v1.SetNetemRequest\x1a\x1c.meshnet.v1.SetNetemResponse\"L\x82\xd3\xe4\x93\x02F:\x05netem\x1a=/v1/namespaces/{namespace}/pods/{pod}/links/{interface}/netem\x12\x92\x01\n" +
@@ -1169,7 +1412,9 @@ const file_meshnet_v1_link_proto_rawDesc = "" +
 	"\tSetRoutes\x12\x1c.meshnet.v1.SetRoutesRequest\x1a\x1d.meshnet.v1.SetRoutesResponse\"7\x82\xd3\xe4\x93\x021:\x01*\x1a,/v1/namespaces/{namespace}/pods/{pod}/routes\x12\x83\x01\n" +
 	"\aGetLink\x12\x1a.meshnet.v1.GetLinkRequest\x1a\x1b.meshnet.v1.GetLinkResponse\"?\x82\xd3\xe4\x93\x029\x127/v1/namespaces/{namespace}/pods/{pod}/links/{interface}\x12\xa1\x01\n" +
 	"\tListLinks\x12\x1c.meshnet.v1.ListLinksRequest\x1a\x1d.meshnet.v1.ListLinksResponse\"W\x82\xd3\xe4\x93\x02QZ\"\x12 /v1/namespaces/{namespace}/links\x12+/v1/namespaces/{namespace}/pods/{pod}/links\x12}\n" +
-	"\bApplyPod\x12\x1b.meshnet.v1.ApplyPodRequest\x1a\x1c.meshnet.v1.ApplyPodResponse\"6\x82\xd3\xe4\x93\x020:\x01*\"+/v1/namespaces/{namespace}/pods/{pod}:applyB;Z9github.com/meshnet/meshnet/api/proto/meshnet/v1;meshnetv1b\x06proto3"
+	"\bApplyPod\x12\x1b.meshnet.v1.ApplyPodRequest\x1a\x1c.meshnet.v1.ApplyPodResponse\"6\x82\xd3\xe4\x93\x020:\x01*\"+/v1/namespaces/{namespace}/pods/{pod}:apply\x12\xc5\x01\n" +
+	"\n" +
+	"WatchLinks\x12\x1d.meshnet.v1.WatchLinksRequest\x1a\x1e.meshnet.v1.WatchLinksResponse\"v\x82\xd3\xe4\x93\x02pZ3\x121/v1/namespaces/{namespace}/pods/{pod}/links:watchZ\x11\x12\x0f/v1/links:watch\x12&/v1/namespaces/{namespace}/links:watch0\x01B;Z9github.com/meshnet/meshnet/api/proto/meshnet/v1;meshnetv1b\x06proto3"
 
 var (
 	file_meshnet_v1_link_proto_rawDescOnce sync.Once
@@ -1183,75 +1428,88 @@ func file_meshnet_v1_link_proto_rawDescGZIP() []byte {
 	return file_meshnet_v1_link_proto_rawDescData
 }
 
-var file_meshnet_v1_link_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_meshnet_v1_link_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_meshnet_v1_link_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_meshnet_v1_link_proto_goTypes = []any{
-	(*SetLinkStateRequest)(nil),  // 0: meshnet.v1.SetLinkStateRequest
-	(*SetLinkStateResponse)(nil), // 1: meshnet.v1.SetLinkStateResponse
-	(*SetNetemRequest)(nil),      // 2: meshnet.v1.SetNetemRequest
-	(*SetNetemResponse)(nil),     // 3: meshnet.v1.SetNetemResponse
-	(*ClearNetemRequest)(nil),    // 4: meshnet.v1.ClearNetemRequest
-	(*ClearNetemResponse)(nil),   // 5: meshnet.v1.ClearNetemResponse
-	(*SetRoutesRequest)(nil),     // 6: meshnet.v1.SetRoutesRequest
-	(*SetRoutesResponse)(nil),    // 7: meshnet.v1.SetRoutesResponse
-	(*GetLinkRequest)(nil),       // 8: meshnet.v1.GetLinkRequest
-	(*GetLinkResponse)(nil),      // 9: meshnet.v1.GetLinkResponse
-	(*ListLinksRequest)(nil),     // 10: meshnet.v1.ListLinksRequest
-	(*ListLinksResponse)(nil),    // 11: meshnet.v1.ListLinksResponse
-	(*ApplyPodRequest)(nil),      // 12: meshnet.v1.ApplyPodRequest
-	(*LinkSpec)(nil),             // 13: meshnet.v1.LinkSpec
-	(*LinkWiring)(nil),           // 14: meshnet.v1.LinkWiring
-	(*RouteSet)(nil),             // 15: meshnet.v1.RouteSet
-	(*ApplyPodResponse)(nil),     // 16: meshnet.v1.ApplyPodResponse
-	(LinkState)(0),               // 17: meshnet.v1.LinkState
-	(*LinkStatus)(nil),           // 18: meshnet.v1.LinkStatus
-	(*NetemSpec)(nil),            // 19: meshnet.v1.NetemSpec
-	(*Route)(nil),                // 20: meshnet.v1.Route
-	(LinkKind)(0),                // 21: meshnet.v1.LinkKind
-	(*Peer)(nil),                 // 22: meshnet.v1.Peer
-	(*Vxlan)(nil),                // 23: meshnet.v1.Vxlan
-	(*LinkResult)(nil),           // 24: meshnet.v1.LinkResult
+	(LinkEventType)(0),            // 0: meshnet.v1.LinkEventType
+	(*WatchLinksRequest)(nil),     // 1: meshnet.v1.WatchLinksRequest
+	(*WatchLinksResponse)(nil),    // 2: meshnet.v1.WatchLinksResponse
+	(*SetLinkStateRequest)(nil),   // 3: meshnet.v1.SetLinkStateRequest
+	(*SetLinkStateResponse)(nil),  // 4: meshnet.v1.SetLinkStateResponse
+	(*SetNetemRequest)(nil),       // 5: meshnet.v1.SetNetemRequest
+	(*SetNetemResponse)(nil),      // 6: meshnet.v1.SetNetemResponse
+	(*ClearNetemRequest)(nil),     // 7: meshnet.v1.ClearNetemRequest
+	(*ClearNetemResponse)(nil),    // 8: meshnet.v1.ClearNetemResponse
+	(*SetRoutesRequest)(nil),      // 9: meshnet.v1.SetRoutesRequest
+	(*SetRoutesResponse)(nil),     // 10: meshnet.v1.SetRoutesResponse
+	(*GetLinkRequest)(nil),        // 11: meshnet.v1.GetLinkRequest
+	(*GetLinkResponse)(nil),       // 12: meshnet.v1.GetLinkResponse
+	(*ListLinksRequest)(nil),      // 13: meshnet.v1.ListLinksRequest
+	(*ListLinksResponse)(nil),     // 14: meshnet.v1.ListLinksResponse
+	(*ApplyPodRequest)(nil),       // 15: meshnet.v1.ApplyPodRequest
+	(*LinkSpec)(nil),              // 16: meshnet.v1.LinkSpec
+	(*LinkWiring)(nil),            // 17: meshnet.v1.LinkWiring
+	(*RouteSet)(nil),              // 18: meshnet.v1.RouteSet
+	(*ApplyPodResponse)(nil),      // 19: meshnet.v1.ApplyPodResponse
+	(*PodRef)(nil),                // 20: meshnet.v1.PodRef
+	(*LinkStatus)(nil),            // 21: meshnet.v1.LinkStatus
+	(*Route)(nil),                 // 22: meshnet.v1.Route
+	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
+	(LinkState)(0),                // 24: meshnet.v1.LinkState
+	(*NetemSpec)(nil),             // 25: meshnet.v1.NetemSpec
+	(LinkKind)(0),                 // 26: meshnet.v1.LinkKind
+	(*Peer)(nil),                  // 27: meshnet.v1.Peer
+	(*Vxlan)(nil),                 // 28: meshnet.v1.Vxlan
+	(*LinkResult)(nil),            // 29: meshnet.v1.LinkResult
 }
 var file_meshnet_v1_link_proto_depIdxs = []int32{
-	17, // 0: meshnet.v1.SetLinkStateRequest.state:type_name -> meshnet.v1.LinkState
-	18, // 1: meshnet.v1.SetLinkStateResponse.link:type_name -> meshnet.v1.LinkStatus
-	19, // 2: meshnet.v1.SetNetemRequest.netem:type_name -> meshnet.v1.NetemSpec
-	18, // 3: meshnet.v1.SetNetemResponse.link:type_name -> meshnet.v1.LinkStatus
-	18, // 4: meshnet.v1.ClearNetemResponse.link:type_name -> meshnet.v1.LinkStatus
-	20, // 5: meshnet.v1.SetRoutesRequest.routes:type_name -> meshnet.v1.Route
-	20, // 6: meshnet.v1.SetRoutesResponse.routes:type_name -> meshnet.v1.Route
-	18, // 7: meshnet.v1.GetLinkResponse.link:type_name -> meshnet.v1.LinkStatus
-	18, // 8: meshnet.v1.ListLinksResponse.links:type_name -> meshnet.v1.LinkStatus
-	13, // 9: meshnet.v1.ApplyPodRequest.links:type_name -> meshnet.v1.LinkSpec
-	15, // 10: meshnet.v1.ApplyPodRequest.routes:type_name -> meshnet.v1.RouteSet
-	14, // 11: meshnet.v1.LinkSpec.wiring:type_name -> meshnet.v1.LinkWiring
-	17, // 12: meshnet.v1.LinkSpec.state:type_name -> meshnet.v1.LinkState
-	19, // 13: meshnet.v1.LinkSpec.netem:type_name -> meshnet.v1.NetemSpec
-	21, // 14: meshnet.v1.LinkWiring.kind:type_name -> meshnet.v1.LinkKind
-	22, // 15: meshnet.v1.LinkWiring.peer:type_name -> meshnet.v1.Peer
-	23, // 16: meshnet.v1.LinkWiring.vxlan:type_name -> meshnet.v1.Vxlan
-	20, // 17: meshnet.v1.RouteSet.routes:type_name -> meshnet.v1.Route
-	24, // 18: meshnet.v1.ApplyPodResponse.results:type_name -> meshnet.v1.LinkResult
-	18, // 19: meshnet.v1.ApplyPodResponse.links:type_name -> meshnet.v1.LinkStatus
-	20, // 20: meshnet.v1.ApplyPodResponse.routes:type_name -> meshnet.v1.Route
-	0,  // 21: meshnet.v1.LinkService.SetLinkState:input_type -> meshnet.v1.SetLinkStateRequest
-	2,  // 22: meshnet.v1.LinkService.SetNetem:input_type -> meshnet.v1.SetNetemRequest
-	4,  // 23: meshnet.v1.LinkService.ClearNetem:input_type -> meshnet.v1.ClearNetemRequest
-	6,  // 24: meshnet.v1.LinkService.SetRoutes:input_type -> meshnet.v1.SetRoutesRequest
-	8,  // 25: meshnet.v1.LinkService.GetLink:input_type -> meshnet.v1.GetLinkRequest
-	10, // 26: meshnet.v1.LinkService.ListLinks:input_type -> meshnet.v1.ListLinksRequest
-	12, // 27: meshnet.v1.LinkService.ApplyPod:input_type -> meshnet.v1.ApplyPodRequest
-	1,  // 28: meshnet.v1.LinkService.SetLinkState:output_type -> meshnet.v1.SetLinkStateResponse
-	3,  // 29: meshnet.v1.LinkService.SetNetem:output_type -> meshnet.v1.SetNetemResponse
-	5,  // 30: meshnet.v1.LinkService.ClearNetem:output_type -> meshnet.v1.ClearNetemResponse
-	7,  // 31: meshnet.v1.LinkService.SetRoutes:output_type -> meshnet.v1.SetRoutesResponse
-	9,  // 32: meshnet.v1.LinkService.GetLink:output_type -> meshnet.v1.GetLinkResponse
-	11, // 33: meshnet.v1.LinkService.ListLinks:output_type -> meshnet.v1.ListLinksResponse
-	16, // 34: meshnet.v1.LinkService.ApplyPod:output_type -> meshnet.v1.ApplyPodResponse
-	28, // [28:35] is the sub-list for method output_type
-	21, // [21:28] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	0,  // 0: meshnet.v1.WatchLinksResponse.type:type_name -> meshnet.v1.LinkEventType
+	20, // 1: meshnet.v1.WatchLinksResponse.pod:type_name -> meshnet.v1.PodRef
+	21, // 2: meshnet.v1.WatchLinksResponse.link:type_name -> meshnet.v1.LinkStatus
+	22, // 3: meshnet.v1.WatchLinksResponse.routes:type_name -> meshnet.v1.Route
+	23, // 4: meshnet.v1.WatchLinksResponse.time:type_name -> google.protobuf.Timestamp
+	24, // 5: meshnet.v1.SetLinkStateRequest.state:type_name -> meshnet.v1.LinkState
+	21, // 6: meshnet.v1.SetLinkStateResponse.link:type_name -> meshnet.v1.LinkStatus
+	25, // 7: meshnet.v1.SetNetemRequest.netem:type_name -> meshnet.v1.NetemSpec
+	21, // 8: meshnet.v1.SetNetemResponse.link:type_name -> meshnet.v1.LinkStatus
+	21, // 9: meshnet.v1.ClearNetemResponse.link:type_name -> meshnet.v1.LinkStatus
+	22, // 10: meshnet.v1.SetRoutesRequest.routes:type_name -> meshnet.v1.Route
+	22, // 11: meshnet.v1.SetRoutesResponse.routes:type_name -> meshnet.v1.Route
+	21, // 12: meshnet.v1.GetLinkResponse.link:type_name -> meshnet.v1.LinkStatus
+	21, // 13: meshnet.v1.ListLinksResponse.links:type_name -> meshnet.v1.LinkStatus
+	16, // 14: meshnet.v1.ApplyPodRequest.links:type_name -> meshnet.v1.LinkSpec
+	18, // 15: meshnet.v1.ApplyPodRequest.routes:type_name -> meshnet.v1.RouteSet
+	17, // 16: meshnet.v1.LinkSpec.wiring:type_name -> meshnet.v1.LinkWiring
+	24, // 17: meshnet.v1.LinkSpec.state:type_name -> meshnet.v1.LinkState
+	25, // 18: meshnet.v1.LinkSpec.netem:type_name -> meshnet.v1.NetemSpec
+	26, // 19: meshnet.v1.LinkWiring.kind:type_name -> meshnet.v1.LinkKind
+	27, // 20: meshnet.v1.LinkWiring.peer:type_name -> meshnet.v1.Peer
+	28, // 21: meshnet.v1.LinkWiring.vxlan:type_name -> meshnet.v1.Vxlan
+	22, // 22: meshnet.v1.RouteSet.routes:type_name -> meshnet.v1.Route
+	29, // 23: meshnet.v1.ApplyPodResponse.results:type_name -> meshnet.v1.LinkResult
+	21, // 24: meshnet.v1.ApplyPodResponse.links:type_name -> meshnet.v1.LinkStatus
+	22, // 25: meshnet.v1.ApplyPodResponse.routes:type_name -> meshnet.v1.Route
+	3,  // 26: meshnet.v1.LinkService.SetLinkState:input_type -> meshnet.v1.SetLinkStateRequest
+	5,  // 27: meshnet.v1.LinkService.SetNetem:input_type -> meshnet.v1.SetNetemRequest
+	7,  // 28: meshnet.v1.LinkService.ClearNetem:input_type -> meshnet.v1.ClearNetemRequest
+	9,  // 29: meshnet.v1.LinkService.SetRoutes:input_type -> meshnet.v1.SetRoutesRequest
+	11, // 30: meshnet.v1.LinkService.GetLink:input_type -> meshnet.v1.GetLinkRequest
+	13, // 31: meshnet.v1.LinkService.ListLinks:input_type -> meshnet.v1.ListLinksRequest
+	15, // 32: meshnet.v1.LinkService.ApplyPod:input_type -> meshnet.v1.ApplyPodRequest
+	1,  // 33: meshnet.v1.LinkService.WatchLinks:input_type -> meshnet.v1.WatchLinksRequest
+	4,  // 34: meshnet.v1.LinkService.SetLinkState:output_type -> meshnet.v1.SetLinkStateResponse
+	6,  // 35: meshnet.v1.LinkService.SetNetem:output_type -> meshnet.v1.SetNetemResponse
+	8,  // 36: meshnet.v1.LinkService.ClearNetem:output_type -> meshnet.v1.ClearNetemResponse
+	10, // 37: meshnet.v1.LinkService.SetRoutes:output_type -> meshnet.v1.SetRoutesResponse
+	12, // 38: meshnet.v1.LinkService.GetLink:output_type -> meshnet.v1.GetLinkResponse
+	14, // 39: meshnet.v1.LinkService.ListLinks:output_type -> meshnet.v1.ListLinksResponse
+	19, // 40: meshnet.v1.LinkService.ApplyPod:output_type -> meshnet.v1.ApplyPodResponse
+	2,  // 41: meshnet.v1.LinkService.WatchLinks:output_type -> meshnet.v1.WatchLinksResponse
+	34, // [34:42] is the sub-list for method output_type
+	26, // [26:34] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_meshnet_v1_link_proto_init() }
@@ -1260,19 +1518,20 @@ func file_meshnet_v1_link_proto_init() {
 		return
 	}
 	file_meshnet_v1_types_proto_init()
-	file_meshnet_v1_link_proto_msgTypes[13].OneofWrappers = []any{}
+	file_meshnet_v1_link_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshnet_v1_link_proto_rawDesc), len(file_meshnet_v1_link_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   17,
+			NumEnums:      1,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_meshnet_v1_link_proto_goTypes,
 		DependencyIndexes: file_meshnet_v1_link_proto_depIdxs,
+		EnumInfos:         file_meshnet_v1_link_proto_enumTypes,
 		MessageInfos:      file_meshnet_v1_link_proto_msgTypes,
 	}.Build()
 	File_meshnet_v1_link_proto = out.File

@@ -26,6 +26,7 @@ const (
 	LinkService_GetLink_FullMethodName      = "/meshnet.v1.LinkService/GetLink"
 	LinkService_ListLinks_FullMethodName    = "/meshnet.v1.LinkService/ListLinks"
 	LinkService_ApplyPod_FullMethodName     = "/meshnet.v1.LinkService/ApplyPod"
+	LinkService_WatchLinks_FullMethodName   = "/meshnet.v1.LinkService/WatchLinks"
 )
 
 // LinkServiceClient is the client API for LinkService service.
@@ -75,6 +76,15 @@ type LinkServiceClient interface {
 	// of VXLAN links carries them in its status details, as an
 	// ApplyPodResponse whose results have peer_end_changed set.
 	ApplyPod(ctx context.Context, in *ApplyPodRequest, opts ...grpc.CallOption) (*ApplyPodResponse, error)
+	// WatchLinks streams the links of a pod, of a namespace, or of every pod on
+	// this node: first one ADDED event per link (and one ROUTES event per pod
+	// with managed routes) as the kernel has them, then SYNCED, then every
+	// change as it happens, in order, whoever made it (meshnet, the CNI, or a
+	// process inside the pod). meshnetd learns of changes from rtnetlink
+	// events in the pods' network namespaces. Counters are not events; a
+	// client that falls too far behind is ended with RESOURCE_EXHAUSTED and
+	// watches again. Over REST each event is one JSON line.
+	WatchLinks(ctx context.Context, in *WatchLinksRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchLinksResponse], error)
 }
 
 type linkServiceClient struct {
@@ -155,6 +165,25 @@ func (c *linkServiceClient) ApplyPod(ctx context.Context, in *ApplyPodRequest, o
 	return out, nil
 }
 
+func (c *linkServiceClient) WatchLinks(ctx context.Context, in *WatchLinksRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchLinksResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &LinkService_ServiceDesc.Streams[0], LinkService_WatchLinks_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchLinksRequest, WatchLinksResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LinkService_WatchLinksClient = grpc.ServerStreamingClient[WatchLinksResponse]
+
 // LinkServiceServer is the server API for LinkService service.
 // All implementations must embed UnimplementedLinkServiceServer
 // for forward compatibility.
@@ -202,6 +231,15 @@ type LinkServiceServer interface {
 	// of VXLAN links carries them in its status details, as an
 	// ApplyPodResponse whose results have peer_end_changed set.
 	ApplyPod(context.Context, *ApplyPodRequest) (*ApplyPodResponse, error)
+	// WatchLinks streams the links of a pod, of a namespace, or of every pod on
+	// this node: first one ADDED event per link (and one ROUTES event per pod
+	// with managed routes) as the kernel has them, then SYNCED, then every
+	// change as it happens, in order, whoever made it (meshnet, the CNI, or a
+	// process inside the pod). meshnetd learns of changes from rtnetlink
+	// events in the pods' network namespaces. Counters are not events; a
+	// client that falls too far behind is ended with RESOURCE_EXHAUSTED and
+	// watches again. Over REST each event is one JSON line.
+	WatchLinks(*WatchLinksRequest, grpc.ServerStreamingServer[WatchLinksResponse]) error
 	mustEmbedUnimplementedLinkServiceServer()
 }
 
@@ -232,6 +270,9 @@ func (UnimplementedLinkServiceServer) ListLinks(context.Context, *ListLinksReque
 }
 func (UnimplementedLinkServiceServer) ApplyPod(context.Context, *ApplyPodRequest) (*ApplyPodResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ApplyPod not implemented")
+}
+func (UnimplementedLinkServiceServer) WatchLinks(*WatchLinksRequest, grpc.ServerStreamingServer[WatchLinksResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchLinks not implemented")
 }
 func (UnimplementedLinkServiceServer) mustEmbedUnimplementedLinkServiceServer() {}
 func (UnimplementedLinkServiceServer) testEmbeddedByValue()                     {}
@@ -380,6 +421,17 @@ func _LinkService_ApplyPod_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LinkService_WatchLinks_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchLinksRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(LinkServiceServer).WatchLinks(m, &grpc.GenericServerStream[WatchLinksRequest, WatchLinksResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LinkService_WatchLinksServer = grpc.ServerStreamingServer[WatchLinksResponse]
+
 // LinkService_ServiceDesc is the grpc.ServiceDesc for LinkService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -416,6 +468,12 @@ var LinkService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _LinkService_ApplyPod_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchLinks",
+			Handler:       _LinkService_WatchLinks_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "meshnet/v1/link.proto",
 }
