@@ -38,7 +38,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/meshnet/meshnet/internal/clustertest"
+	"github.com/meshnet/meshnet/internal/controlplane/clustertest"
 )
 
 // namespace is where meshnet runs.

@@ -18,6 +18,7 @@ kbench() { go test -tags kernel -run '^$' -bench "$1" -benchtime "$2" "${@:3}"; 
 kbench '^BenchmarkKernelAdd$' 100x ./internal/wiring
 kbench '^BenchmarkKernelWire100Pods$' 3x ./internal/wiring
 kbench '^BenchmarkKernelEditToKernel$' 1x ./internal/controller
+kbench '^BenchmarkKernelRuntimeChangeToStatus$' 1x ./internal/controller
 kbench '^BenchmarkKernelBatch1000Links$' 4x -timeout 30m ./internal/controller
 kbench '^BenchmarkKernel(ListLinks|Scrape)1000' 1s -p 1 ./internal/linkserver ./internal/metrics
 echo "=== vm benchmarks"

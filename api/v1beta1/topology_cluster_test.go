@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
-	"github.com/meshnet/meshnet/internal/clustertest"
+	"github.com/meshnet/meshnet/internal/controlplane/clustertest"
 )
 
 // upstreamTopology is a manifest written for meshnet-cni, original fields only.
@@ -230,4 +230,37 @@ func kubectl(kubeconfig string, args ...string) (string, error) {
 	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig, "-n", "default"}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// TestClusterTenThousandLinks applies a Topology of 10,000 links, each with
+// an address, an MTU and netem, so that the admission rules run on every
+// link (meshnet-cni's CRD has no limit; a cost budget must not refuse
+// manifests that work there), and one more than the limit, which is refused
+// naming the field. Past about 10,000 links a Topology meets etcd's request
+// limit (1.5 MiB by default), which the limit stays within.
+func TestClusterTenThousandLinks(t *testing.T) {
+	env := clustertest.Start(t)
+	ctx := context.Background()
+	topology := func(name string, n int) *unstructured.Unstructured {
+		links := make([]any, n)
+		for i := range n {
+			links[i] = map[string]any{
+				"uid": int64(i + 1), "peer_pod": fmt.Sprintf("p%d", i), "local_intf": fmt.Sprintf("e%d", i), "peer_intf": "eth1",
+				"local_ip": fmt.Sprintf("10.%d.%d.1/30", i/256, i%256), "mtu": int64(9000), "netem": map[string]any{"delay": "1ms"},
+			}
+		}
+		obj := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"links": links}}}
+		obj.SetAPIVersion("networkop.co.uk/v1beta1")
+		obj.SetKind("Topology")
+		obj.SetNamespace("default")
+		obj.SetName(name)
+		return obj
+	}
+	if err := env.Client.Create(ctx, topology("big", 10000)); err != nil {
+		t.Fatalf("a Topology of 10,000 links refused: %v", err)
+	}
+	err := env.Client.Create(ctx, topology("too-big", 10001))
+	if err == nil || !strings.Contains(err.Error(), "spec.links") {
+		t.Fatalf("a Topology of 10,001 links: %v, want refused naming spec.links", err)
+	}
 }

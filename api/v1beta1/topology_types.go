@@ -41,7 +41,7 @@ type TopologySpec struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=uid
-	// +kubebuilder:validation:MaxItems=1024
+	// +kubebuilder:validation:MaxItems=10000
 	Links []Link `json:"links,omitempty"`
 
 	// Routes are static routes meshnet keeps in the pod's network namespace.

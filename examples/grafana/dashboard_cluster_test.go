@@ -15,7 +15,7 @@ import (
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/dataservertest"
+	"github.com/meshnet/meshnet/internal/dataserver/dataservertest"
 )
 
 // infinityGet runs an Infinity query as its backend does: the datasource's

@@ -18,7 +18,7 @@ import (
 
 	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/lab"
-	"github.com/meshnet/meshnet/internal/labnet"
+	"github.com/meshnet/meshnet/internal/lab/labnet"
 	"github.com/meshnet/meshnet/internal/links"
 )
 

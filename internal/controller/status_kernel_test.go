@@ -17,7 +17,7 @@ import (
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/labnet"
+	"github.com/meshnet/meshnet/internal/lab/labnet"
 )
 
 // linkClient calls node n's meshnetd as an operator's grpcurl does, from the

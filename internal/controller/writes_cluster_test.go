@@ -18,7 +18,7 @@ import (
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/clustertest"
+	"github.com/meshnet/meshnet/internal/controlplane/clustertest"
 )
 
 // BenchmarkClusterBatchWrites measures what the API server alone, with no

@@ -135,7 +135,9 @@ func StartWith(assets string, opts Options) (_ *ControlPlane, err error) {
 	start := time.Now()
 	cfg, err := env.Start()
 	if err != nil {
-		return nil, fmt.Errorf("start kube-apiserver and etcd from %s: %w", assets, err)
+		// envtest leaves what it started running when a later step (the
+		// CRDs' install) fails.
+		return nil, errors.Join(fmt.Errorf("start kube-apiserver and etcd from %s: %w", assets, err), env.Stop())
 	}
 	cp := &ControlPlane{Env: env, Config: cfg, Scheme: scheme, Took: time.Since(start), cleanup: cleanup}
 	cleanup = nil // Stop's now

@@ -21,7 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/labnet"
+	"github.com/meshnet/meshnet/internal/lab/labnet"
 )
 
 var (

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/dataservertest"
+	"github.com/meshnet/meshnet/internal/dataserver/dataservertest"
 	"github.com/meshnet/meshnet/internal/linklock"
 	"github.com/meshnet/meshnet/internal/linkserver"
 	"github.com/meshnet/meshnet/internal/podstore"

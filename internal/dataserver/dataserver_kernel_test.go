@@ -12,10 +12,10 @@ import (
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/dataservertest"
+	"github.com/meshnet/meshnet/internal/dataserver/dataservertest"
 	"github.com/meshnet/meshnet/internal/links"
-	"github.com/meshnet/meshnet/internal/linkservertest"
-	"github.com/meshnet/meshnet/internal/netnstest"
+	"github.com/meshnet/meshnet/internal/linkserver/linkservertest"
+	"github.com/meshnet/meshnet/internal/links/netnstest"
 )
 
 // TestKernelLiveCounters wires real veth pairs on two emulated nodes, each

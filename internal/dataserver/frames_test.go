@@ -17,7 +17,7 @@ import (
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/dataserver"
-	"github.com/meshnet/meshnet/internal/dataservertest"
+	"github.com/meshnet/meshnet/internal/dataserver/dataservertest"
 	"github.com/meshnet/meshnet/internal/gateway"
 )
 

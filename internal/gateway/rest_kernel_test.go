@@ -19,7 +19,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/meshnet/meshnet/internal/links"
-	"github.com/meshnet/meshnet/internal/linkservertest"
+	"github.com/meshnet/meshnet/internal/linkserver/linkservertest"
 )
 
 // grpcurl builds grpcurl from tools/go.mod (or takes $MESHNET_GRPCURL).

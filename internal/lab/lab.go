@@ -5,7 +5,7 @@
 // Pod objects written as a kubelet would (spec.nodeName, status.hostIP),
 // wired by running the CNI conflist meshnetd installed through libcni, as a
 // container runtime does. cmd/meshnet-lab runs one for people; the kernel
-// and vm test tiers run many through internal/labnet.
+// and vm test tiers run many through internal/lab/labnet.
 //
 // Node addresses are in Subnet and exist only inside the lab's namespaces
 // (and on the host, with Options.HostAccess).

@@ -89,7 +89,13 @@ func (p *Pod) CNIWith(ctx context.Context, command string, list *libcni.NetworkC
 		if err != nil {
 			return nil, err
 		}
-		return res, p.running(ctx)
+		// As a kubelet's status manager, apart from the runtime's call.
+		go func() {
+			if err := p.running(context.Background()); err != nil {
+				p.lab.log.Warn("pod not reported running", "pod", p.Namespace+"/"+p.Name, "error", err)
+			}
+		}()
+		return res, nil
 	case "DEL":
 		return nil, c.DelNetworkList(ctx, list, rt)
 	case "CHECK":

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/meshnet/meshnet/internal/labctl"
-	"github.com/meshnet/meshnet/internal/labnet"
+	"github.com/meshnet/meshnet/internal/lab/labnet"
 )
 
 // buildLab builds what `make lab-bin` builds into one directory.

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshnet/meshnet/internal/netnstest"
+	"github.com/meshnet/meshnet/internal/links/netnstest"
 	"github.com/vishvananda/netlink"
 )
 

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
-	"github.com/meshnet/meshnet/internal/linkservertest"
+	"github.com/meshnet/meshnet/internal/linkserver/linkservertest"
 )
 
 // TestKernelAuthRefusedChangesNothing calls every mutating method without a

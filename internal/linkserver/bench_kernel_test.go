@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
-	"github.com/meshnet/meshnet/internal/linkservertest"
+	"github.com/meshnet/meshnet/internal/linkserver/linkservertest"
 )
 
 // BenchmarkKernelListLinks1000 lists a namespace of 1,000 link ends (200

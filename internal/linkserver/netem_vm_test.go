@@ -19,7 +19,7 @@ import (
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/internal/links"
-	"github.com/meshnet/meshnet/internal/linkservertest"
+	"github.com/meshnet/meshnet/internal/linkserver/linkservertest"
 	"github.com/meshnet/meshnet/internal/netem"
 )
 

@@ -12,7 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/meshnet/meshnet/internal/links"
-	"github.com/meshnet/meshnet/internal/linkservertest"
+	"github.com/meshnet/meshnet/internal/linkserver/linkservertest"
 	"github.com/meshnet/meshnet/internal/metrics"
 )
 

@@ -18,8 +18,8 @@ import (
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/clustertest"
-	"github.com/meshnet/meshnet/internal/linkservertest"
+	"github.com/meshnet/meshnet/internal/controlplane/clustertest"
+	"github.com/meshnet/meshnet/internal/linkserver/linkservertest"
 	"github.com/meshnet/meshnet/internal/netemconv"
 	"github.com/meshnet/meshnet/internal/podstore"
 )

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/labnet"
+	"github.com/meshnet/meshnet/internal/lab/labnet"
 )
 
 // BenchmarkKernelAdd measures CNI ADD of a pod with 1, 8 and 32 veth links

@@ -19,7 +19,7 @@ import (
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/internal/cniconf"
-	"github.com/meshnet/meshnet/internal/labnet"
+	"github.com/meshnet/meshnet/internal/lab/labnet"
 )
 
 // gc runs CNI GC on a node as a runtime does, through libcni with the

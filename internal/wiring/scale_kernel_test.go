@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/labnet"
+	"github.com/meshnet/meshnet/internal/lab/labnet"
 )
 
 // ring is a topology of n pods, pod i linked to i+1 and i+2 (mod n), so

@@ -18,7 +18,7 @@ import (
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/netnstest"
+	"github.com/meshnet/meshnet/internal/links/netnstest"
 	"github.com/meshnet/meshnet/internal/podstore"
 )
 

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/labnet"
+	"github.com/meshnet/meshnet/internal/lab/labnet"
 )
 
 var bins labnet.Binaries

@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshnet/meshnet/internal/auth"
-	"github.com/meshnet/meshnet/internal/clustertest"
+	"github.com/meshnet/meshnet/internal/controlplane/clustertest"
 )
 
 // Tokens are service-account tokens of a real API server and a Checker
@@ -23,7 +23,7 @@ type Tokens struct {
 	Editor, Viewer string
 }
 
-// Cluster starts a kube-apiserver and etcd (internal/clustertest) and makes
+// Cluster starts a kube-apiserver and etcd (internal/controlplane/clustertest) and makes
 // the namespace with an editor and a viewer service account.
 func Cluster(t testing.TB, namespace string) Tokens {
 	t.Helper()

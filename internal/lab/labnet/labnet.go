@@ -19,9 +19,9 @@ import (
 	"golang.org/x/sys/unix"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/meshnet/meshnet/internal/clustertest"
+	"github.com/meshnet/meshnet/internal/controlplane/clustertest"
 	"github.com/meshnet/meshnet/internal/lab"
-	"github.com/meshnet/meshnet/internal/netnstest"
+	"github.com/meshnet/meshnet/internal/links/netnstest"
 )
 
 // Subnet is the node network of a lab.

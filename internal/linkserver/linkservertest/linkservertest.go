@@ -35,7 +35,7 @@ import (
 	"github.com/meshnet/meshnet/internal/links"
 	"github.com/meshnet/meshnet/internal/linkserver"
 	"github.com/meshnet/meshnet/internal/metrics"
-	"github.com/meshnet/meshnet/internal/netnstest"
+	"github.com/meshnet/meshnet/internal/links/netnstest"
 	"github.com/meshnet/meshnet/internal/podstore"
 )
 

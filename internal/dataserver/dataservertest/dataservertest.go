@@ -1,6 +1,6 @@
 // Package dataservertest serves meshnetd's DataService for tests as the
 // daemon does: over gRPC behind the gateway's REST mapping, reading an
-// informer cache of a real API server (internal/clustertest), finding other
+// informer cache of a real API server (internal/controlplane/clustertest), finding other
 // nodes' meshnetd through EndpointSlices. It also holds the Grafana Node
 // Graph contract the frames are checked against.
 package dataservertest
@@ -33,7 +33,7 @@ import (
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/clustertest"
+	"github.com/meshnet/meshnet/internal/controlplane/clustertest"
 	"github.com/meshnet/meshnet/internal/daemonclient"
 	"github.com/meshnet/meshnet/internal/dataserver"
 	"github.com/meshnet/meshnet/internal/gateway"
