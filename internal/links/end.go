@@ -77,6 +77,11 @@ func (e End) configure(l netlink.Link) (bool, error) {
 		}
 		changed = true
 	case !up && !e.Down:
+		if len(e.Addrs) > 0 {
+			if err := e.NS.announce(l); err != nil {
+				return false, err
+			}
+		}
 		if err := h.LinkSetUp(l); err != nil {
 			return false, fmt.Errorf("set %s up: %w", e, err)
 		}

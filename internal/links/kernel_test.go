@@ -513,3 +513,20 @@ func TestKernelRoutes(t *testing.T) {
 		t.Fatalf("default route still there: %q", out)
 	}
 }
+
+// TestKernelEndsAnnounceThemselves: an end with an address comes up with
+// arp_notify set, read back from the kernel, so it sends a gratuitous ARP
+// (a peer that asked for it before it existed need not wait a second for
+// its next ARP retry).
+func TestKernelEndsAnnounceThemselves(t *testing.T) {
+	v, a, b := pairOfPods(t, 0)
+	if _, err := EnsureVeth(v); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []*Netns{a, b} {
+		out, err := netnstest.Run(ns.Path(), "cat", "/proc/sys/net/ipv4/conf/eth1/arp_notify")
+		if err != nil || strings.TrimSpace(out) != "1" {
+			t.Errorf("%s: arp_notify %q (%v), want 1", ns.Path(), out, err)
+		}
+	}
+}

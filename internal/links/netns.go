@@ -14,9 +14,10 @@ import (
 // thread ever switches namespace (goroutines started on a switched thread do
 // not inherit it). A Netns is safe for concurrent use.
 type Netns struct {
-	path string
-	fd   netns.NsHandle
-	h    *netlink.Handle
+	path    string
+	fd      netns.NsHandle
+	h       *netlink.Handle
+	rawSock rawSocket
 }
 
 // OpenNetns opens the network namespace at path, e.g. a pod sandbox's
@@ -42,6 +43,9 @@ func (n *Netns) Path() string { return n.path }
 // namespace itself lives on while anything else holds it.
 func (n *Netns) Close() error {
 	n.h.Close()
+	if n.rawSock.sock != nil {
+		n.rawSock.sock.Close()
+	}
 	if err := n.fd.Close(); err != nil {
 		return fmt.Errorf("close netns %s: %w", n.path, err)
 	}
