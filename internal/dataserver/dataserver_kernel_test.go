@@ -14,8 +14,8 @@ import (
 	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/dataserver/dataservertest"
 	"github.com/meshnet/meshnet/internal/links"
-	"github.com/meshnet/meshnet/internal/linkserver/linkservertest"
 	"github.com/meshnet/meshnet/internal/links/netnstest"
+	"github.com/meshnet/meshnet/internal/linkserver/linkservertest"
 )
 
 // TestKernelLiveCounters wires real veth pairs on two emulated nodes, each

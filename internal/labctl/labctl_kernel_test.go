@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshnet/meshnet/internal/labctl"
 	"github.com/meshnet/meshnet/internal/lab/labnet"
+	"github.com/meshnet/meshnet/internal/labctl"
 )
 
 // buildLab builds what `make lab-bin` builds into one directory.

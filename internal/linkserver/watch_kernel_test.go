@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc/codes"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
-	"github.com/meshnet/meshnet/internal/linkserver/linkservertest"
 	"github.com/meshnet/meshnet/internal/links/netnstest"
+	"github.com/meshnet/meshnet/internal/linkserver/linkservertest"
 )
 
 // nextEvent reads the next event of a watch, failing after 5s.

@@ -33,9 +33,9 @@ import (
 	"github.com/meshnet/meshnet/internal/gateway"
 	"github.com/meshnet/meshnet/internal/linklock"
 	"github.com/meshnet/meshnet/internal/links"
+	"github.com/meshnet/meshnet/internal/links/netnstest"
 	"github.com/meshnet/meshnet/internal/linkserver"
 	"github.com/meshnet/meshnet/internal/metrics"
-	"github.com/meshnet/meshnet/internal/links/netnstest"
 	"github.com/meshnet/meshnet/internal/podstore"
 )
 
