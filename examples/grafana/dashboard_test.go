@@ -237,7 +237,7 @@ func TestPromQLNamesMeshnetdMetrics(t *testing.T) {
 	exported := map[string]bool{}
 	ch := make(chan *prometheus.Desc, 64)
 	go func() {
-		metrics.NewLinks(nil, nil).Describe(ch)
+		metrics.NewLinks(nil, nil, nil).Describe(ch)
 		metrics.NewRPC().Describe(ch)
 		close(ch)
 	}()

@@ -27,13 +27,6 @@ const (
 	ReasonInvalidSpec       = "InvalidSpec"
 )
 
-var linkKinds = map[meshnetv1.LinkKind]v1beta1.LinkKind{
-	meshnetv1.LinkKind_LINK_KIND_VETH:     v1beta1.LinkKindVeth,
-	meshnetv1.LinkKind_LINK_KIND_VXLAN:    v1beta1.LinkKindVXLAN,
-	meshnetv1.LinkKind_LINK_KIND_PHYSICAL: v1beta1.LinkKindPhy,
-	meshnetv1.LinkKind_LINK_KIND_MACVLAN:  v1beta1.LinkKindMacvlan,
-}
-
 // convergedStatus is the status after a successful ApplyPod: the links as
 // the kernel has them.
 // kernel is the pod's link ends by interface; results the last ApplyPod's.
@@ -96,7 +89,7 @@ func convergedStatus(topo *v1beta1.Topology, pod *corev1.Pod, d desired, kernel 
 }
 
 func fillFromKernel(ls *v1beta1.LinkStatus, k *meshnetv1.LinkStatus) {
-	ls.Kind = linkKinds[k.GetKind()]
+	ls.Kind = v1beta1.LinkKindOf(k.GetKind())
 	if n := k.GetNode(); n != "" {
 		ls.Node = n
 	}

@@ -258,7 +258,7 @@ func Run(ctx context.Context, cfg Config) error {
 	reflection.Register(tcp)
 
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(metrics.NewLinks(store, cfg.Log), rpc)
+	registry.MustRegister(metrics.NewLinks(store, linkSrv.ReadPod, cfg.Log), rpc)
 
 	unix := grpc.NewServer()
 	meshnetv1.RegisterCNIServiceServer(unix, wirer.CNIServer())

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/linklock"
 	"github.com/meshnet/meshnet/internal/links"
 	"github.com/meshnet/meshnet/internal/netem"
@@ -173,7 +174,7 @@ func (s *Server) apply(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*me
 	changedFar := make([]*meshnetv1.LinkResult, len(plans))
 	var wg sync.WaitGroup
 	for i, pl := range plans {
-		if !pl.wired || pl.spec.State == nil || pl.link.Kind != "vxlan" {
+		if !pl.wired || pl.spec.State == nil || pl.link.Kind != v1beta1.LinkKindVXLAN {
 			continue
 		}
 		up := pl.spec.GetState() == meshnetv1.LinkState_LINK_STATE_UP
@@ -215,7 +216,7 @@ func (s *Server) apply(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*me
 	resp := &meshnetv1.ApplyPodResponse{}
 	for _, l := range p.Links {
 		resp.Results = append(resp.Results, &meshnetv1.LinkResult{
-			Interface: l.LocalIntf, Uid: uint32(l.UID), Kind: kinds[l.Kind], Peer: peerOf(p, l),
+			Interface: l.LocalIntf, Uid: uint32(l.UID), Kind: l.Kind.Proto(), Peer: peerOf(p, l),
 			Phase: meshnetv1.LinkPhase_LINK_PHASE_READY, PeerEndChanged: peerEndChanged[l.LocalIntf],
 		})
 	}
@@ -276,12 +277,12 @@ func (s *Server) plan(v *violations, p podstore.Pod, req *meshnetv1.ApplyPodRequ
 		switch w := ls.GetWiring(); {
 		case !pl.wired:
 			pl.why = fmt.Sprintf("link %s is not wired on node %s yet", ls.GetInterface(), s.node)
-		case w != nil && (w.GetUid() != uint32(pl.link.UID) || w.GetKind() != kinds[pl.link.Kind]):
+		case w != nil && (w.GetUid() != uint32(pl.link.UID) || w.GetKind() != pl.link.Kind.Proto()):
 			pl.wired = false
 			pl.why = fmt.Sprintf("link %s is wired as %s uid %d, not %v uid %d; re-wiring is the CNI's", ls.GetInterface(),
 				pl.link.Kind, pl.link.UID, w.GetKind(), w.GetUid())
 		}
-		if pl.wired && pl.link.Kind == "veth" && ls.Mtu != nil {
+		if pl.wired && pl.link.Kind == v1beta1.LinkKindVeth && ls.Mtu != nil {
 			if peer, ok := s.pods.Get(podstore.Key{Namespace: p.Namespace, Name: pl.link.PeerPod}); ok {
 				pl.peer = &peer
 				extra = append(extra, linklock.Key{Namespace: p.Namespace, Pod: peer.Name, Interface: pl.link.PeerIntf})

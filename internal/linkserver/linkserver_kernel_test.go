@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/links"
 	"github.com/meshnet/meshnet/internal/links/netnstest"
 	"github.com/meshnet/meshnet/internal/linkserver/linkservertest"
@@ -133,8 +134,8 @@ func TestKernelVXLANCablePull(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	labA.AddLink(ns, "r1", podstore.Link{UID: 7, LocalIntf: "eth1", Kind: "vxlan", PeerPod: "r2", PeerIntf: "eth1", PeerNodeIP: "192.168.50.2", VNI: vni})
-	labB.AddLink(ns, "r2", podstore.Link{UID: 7, LocalIntf: "eth1", Kind: "vxlan", PeerPod: "r1", PeerIntf: "eth1", PeerNodeIP: "192.168.50.1", VNI: vni})
+	labA.AddLink(ns, "r1", podstore.Link{UID: 7, LocalIntf: "eth1", Kind: v1beta1.LinkKindVXLAN, PeerPod: "r2", PeerIntf: "eth1", PeerNodeIP: "192.168.50.2", VNI: vni})
+	labB.AddLink(ns, "r2", podstore.Link{UID: 7, LocalIntf: "eth1", Kind: v1beta1.LinkKindVXLAN, PeerPod: "r1", PeerIntf: "eth1", PeerNodeIP: "192.168.50.1", VNI: vni})
 	stB := linkservertest.Start(t, linkservertest.Options{Pods: labB.Store, Checker: tok.Checker, Node: "node-b"})
 	stA := linkservertest.Start(t, linkservertest.Options{Pods: labA.Store, Checker: tok.Checker, Node: "node-a", Remote: directPeer{stB.Server}})
 	mustPing(t, p1, "10.0.0.2")
@@ -436,7 +437,7 @@ func snapshot(t *testing.T, stateDir string, pods ...*links.Netns) string {
 func TestKernelListLinksSandboxGone(t *testing.T) {
 	lab, _, _ := twoPods(t)
 	if err := lab.Store.Put(podstore.Pod{Namespace: ns, Name: "r9", ContainerID: "gone", Netns: "/var/run/netns/meshnet-test-gone",
-		Links: []podstore.Link{{UID: 9, LocalIntf: "eth1", Kind: "veth", PeerPod: "r8", PeerIntf: "eth1"}}}); err != nil {
+		Links: []podstore.Link{{UID: 9, LocalIntf: "eth1", Kind: v1beta1.LinkKindVeth, PeerPod: "r8", PeerIntf: "eth1"}}}); err != nil {
 		t.Fatal(err)
 	}
 	st := linkservertest.Start(t, linkservertest.Options{Pods: lab.Store})

@@ -28,6 +28,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/linklock"
 	"github.com/meshnet/meshnet/internal/links"
 	"github.com/meshnet/meshnet/internal/linkwatch"
@@ -111,6 +112,12 @@ func New(cfg Config) (*Server, error) {
 // Run follows the kernel state of the node's pods for WatchLinks until ctx
 // ends.
 func (s *Server) Run(ctx context.Context) { s.watch.Run(ctx) }
+
+// ReadPod reads a pod's links back from the kernel, ordered by interface:
+// the one reader of kernel state into the API, which WatchLinks, ApplyPod,
+// ListLinks and the Prometheus collector share. A link that could not be
+// read has no counters and says why in last_error.
+func (s *Server) ReadPod(p podstore.Pod) ([]*meshnetv1.LinkStatus, error) { return s.readPod(p, "") }
 
 // Touch tells WatchLinks that something of a pod the kernel does not report
 // changed (the wiring's last error of a link).
@@ -651,22 +658,17 @@ func joinMsg(a, b string) string {
 	return a + "; " + b
 }
 
-var kinds = map[string]meshnetv1.LinkKind{
-	"veth": meshnetv1.LinkKind_LINK_KIND_VETH, "vxlan": meshnetv1.LinkKind_LINK_KIND_VXLAN,
-	"phy": meshnetv1.LinkKind_LINK_KIND_PHYSICAL, "macvlan": meshnetv1.LinkKind_LINK_KIND_MACVLAN,
-}
-
 // baseStatus is what the pod store knows of a link.
 func (s *Server) baseStatus(p podstore.Pod, l podstore.Link) *meshnetv1.LinkStatus {
 	ls := &meshnetv1.LinkStatus{
 		Pod:       &meshnetv1.PodRef{Namespace: p.Namespace, Name: p.Name},
 		Interface: l.LocalIntf,
 		Uid:       uint32(l.UID),
-		Kind:      kinds[l.Kind],
+		Kind:      l.Kind.Proto(),
 		Node:      s.node,
 		Peer:      peerOf(p, l),
 	}
-	if l.Kind == "vxlan" || l.Kind == "phy" {
+	if l.Kind == v1beta1.LinkKindVXLAN || l.Kind == v1beta1.LinkKindPhy {
 		port := uint32(links.DefaultVXLANPort)
 		if l.UDPPort != 0 {
 			port = uint32(l.UDPPort)
@@ -726,6 +728,7 @@ var owners = map[netem.Owner]meshnetv1.QdiscOwner{
 func fillQdisc(ls *meshnetv1.LinkStatus, q netem.State, dist netem.Distribution) {
 	ls.QdiscOwner = owners[q.Owner]
 	ls.QdiscKind = q.Kind
+	ls.QdiscDrops = uint64(q.Stats.Drops)
 	if q.Kind != "netem" || q.Undecoded != nil {
 		return
 	}

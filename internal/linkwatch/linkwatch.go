@@ -257,10 +257,11 @@ func (w *Watcher) publish(k podstore.Key, snap Snapshot) uint64 {
 }
 
 // sameLink compares two reads of a link end but for what changes without
-// an event: counters and the time of the read.
+// an event: counters, the qdisc's drops and the time of the read.
 func sameLink(a, b *meshnetv1.LinkStatus) bool {
 	a, b = proto.CloneOf(a), proto.CloneOf(b)
 	a.Counters, b.Counters, a.ReadTime, b.ReadTime = nil, nil, nil, nil
+	a.QdiscDrops, b.QdiscDrops = 0, 0
 	return proto.Equal(a, b)
 }
 

@@ -1,23 +1,27 @@
 // Package metrics exports meshnetd's Prometheus metrics: per-link kernel
 // counters, admin state, carrier and netem settings of every link of every
 // pod in the pod store, read from the kernel at scrape time (nothing polls
-// in the background), and the latency of meshnetd's gRPC calls.
+// in the background) with the reader the API uses (linkserver's), and the
+// latency of meshnetd's gRPC calls.
 package metrics
 
 import (
-	"errors"
 	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/vishvananda/netns"
 
-	"github.com/meshnet/meshnet/internal/links"
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/internal/netem"
+	"github.com/meshnet/meshnet/internal/netemconv"
 	"github.com/meshnet/meshnet/internal/podstore"
 )
+
+// Reader reads a pod's links back from the kernel (linkserver.Server's
+// ReadPod); a link it could not read has no counters.
+type Reader func(podstore.Pod) ([]*meshnetv1.LinkStatus, error)
 
 // linkLabels label every per-link metric.
 var linkLabels = []string{"namespace", "pod", "interface", "peer", "uid"}
@@ -25,6 +29,7 @@ var linkLabels = []string{"namespace", "pod", "interface", "peer", "uid"}
 // Links is a prometheus.Collector of the links in a pod store.
 type Links struct {
 	pods *podstore.Store
+	read Reader
 	log  *slog.Logger
 	// workers bounds how many pods are read at once.
 	workers int
@@ -37,7 +42,7 @@ type Links struct {
 
 type counterDesc struct {
 	desc  *prometheus.Desc
-	value func(links.Counters) uint64
+	value func(*meshnetv1.LinkCounters) uint64
 }
 
 type netemDesc struct {
@@ -45,23 +50,23 @@ type netemDesc struct {
 	value func(netem.Spec) float64
 }
 
-// NewLinks returns a collector of the links recorded in pods; log receives
-// the links that could not be read.
-func NewLinks(pods *podstore.Store, log *slog.Logger) *Links {
+// NewLinks returns a collector of the links recorded in pods, read with
+// read; log receives the links that could not be read.
+func NewLinks(pods *podstore.Store, read Reader, log *slog.Logger) *Links {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	d := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc("meshnet_"+name, help, linkLabels, nil)
 	}
-	c := &Links{pods: pods, log: log, workers: 8}
+	c := &Links{pods: pods, read: read, log: log, workers: 8}
 	c.counters = []counterDesc{
-		{d("link_rx_bytes_total", "Bytes received by the link's interface."), func(c links.Counters) uint64 { return c.RxBytes }},
-		{d("link_tx_bytes_total", "Bytes sent by the link's interface."), func(c links.Counters) uint64 { return c.TxBytes }},
-		{d("link_rx_packets_total", "Packets received by the link's interface."), func(c links.Counters) uint64 { return c.RxPackets }},
-		{d("link_tx_packets_total", "Packets sent by the link's interface."), func(c links.Counters) uint64 { return c.TxPackets }},
-		{d("link_rx_drops_total", "Received packets the interface dropped."), func(c links.Counters) uint64 { return c.RxDropped }},
-		{d("link_tx_drops_total", "Packets the interface dropped on send."), func(c links.Counters) uint64 { return c.TxDropped }},
+		{d("link_rx_bytes_total", "Bytes received by the link's interface."), (*meshnetv1.LinkCounters).GetRxBytes},
+		{d("link_tx_bytes_total", "Bytes sent by the link's interface."), (*meshnetv1.LinkCounters).GetTxBytes},
+		{d("link_rx_packets_total", "Packets received by the link's interface."), (*meshnetv1.LinkCounters).GetRxPackets},
+		{d("link_tx_packets_total", "Packets sent by the link's interface."), (*meshnetv1.LinkCounters).GetTxPackets},
+		{d("link_rx_drops_total", "Received packets the interface dropped."), (*meshnetv1.LinkCounters).GetRxDrops},
+		{d("link_tx_drops_total", "Packets the interface dropped on send."), (*meshnetv1.LinkCounters).GetTxDrops},
 	}
 	c.adminUp = d("link_admin_up", "1 when the link's interface is administratively up, 0 when down (a cable pull).")
 	c.carrier = d("link_carrier", "1 when the link's interface has carrier (IFF_LOWER_UP).")
@@ -93,9 +98,9 @@ func (c *Links) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect implements prometheus.Collector: it reads each pod's namespace
-// with one link, one address and one qdisc dump (links.ReadAll), and the
-// settings of the links shaped with netem.
+// Collect implements prometheus.Collector: it reads each pod's links back
+// as the API does (one link, address and qdisc dump per pod, and the
+// settings of the links shaped with netem).
 func (c *Links) Collect(ch chan<- prometheus.Metric) {
 	pods := c.pods.List()
 	work := make(chan podstore.Pod)
@@ -120,96 +125,42 @@ func (c *Links) collectPod(p podstore.Pod, ch chan<- prometheus.Metric) (unreada
 	if len(p.Links) == 0 {
 		return 0
 	}
-	fail := func(err error, ls ...podstore.Link) int {
-		for _, l := range ls {
-			c.log.Warn("metrics: cannot read link", "pod", p.Key().String(), "link", l.LocalIntf, "err", err)
+	read, err := c.read(p)
+	if err != nil {
+		for _, l := range p.Links {
+			c.log.Warn("metrics: cannot read link", "pod", p.Key().String(), "link", l.LocalIntf, "error", err)
 		}
-		return len(ls)
+		return len(p.Links)
 	}
-	n, err := links.OpenNetns(p.Netns)
-	if err != nil {
-		return fail(err, p.Links...)
-	}
-	defer n.Close()
-	ifaces, err := links.ReadAll(n)
-	if err != nil {
-		return fail(err, p.Links...)
-	}
-	q := &podNetem{c: c, pod: p, handle: netns.None()}
-	defer q.close()
-	for _, l := range p.Links {
-		st, ok := ifaces[l.LocalIntf]
-		if !ok {
-			unreadable += fail(errMissing, l)
+	for _, ls := range read {
+		if ls.GetCounters() == nil {
+			c.log.Warn("metrics: cannot read link", "pod", p.Key().String(), "link", ls.GetInterface(), "error", ls.GetLastError())
+			unreadable++
 			continue
 		}
-		lv := []string{p.Namespace, p.Name, l.LocalIntf, l.PeerPod, strconv.Itoa(l.UID)}
+		peer := ""
+		for _, l := range p.Links {
+			if l.LocalIntf == ls.GetInterface() {
+				peer = l.PeerPod
+			}
+		}
+		lv := []string{p.Namespace, p.Name, ls.GetInterface(), peer, strconv.Itoa(int(ls.GetUid()))}
 		for _, cd := range c.counters {
-			ch <- prometheus.MustNewConstMetric(cd.desc, prometheus.CounterValue, float64(cd.value(st.Counters)), lv...)
+			ch <- prometheus.MustNewConstMetric(cd.desc, prometheus.CounterValue, float64(cd.value(ls.GetCounters())), lv...)
 		}
-		ch <- prometheus.MustNewConstMetric(c.adminUp, prometheus.GaugeValue, b2f(st.AdminUp), lv...)
-		ch <- prometheus.MustNewConstMetric(c.carrier, prometheus.GaugeValue, b2f(st.Carrier), lv...)
-		ns, ok := q.get(l.LocalIntf, st)
-		if !ok {
+		ch <- prometheus.MustNewConstMetric(c.adminUp, prometheus.GaugeValue, b2f(ls.GetAdminState() == meshnetv1.LinkState_LINK_STATE_UP), lv...)
+		ch <- prometheus.MustNewConstMetric(c.carrier, prometheus.GaugeValue, b2f(ls.GetCarrier()), lv...)
+		if ls.GetNetem() == nil {
 			continue
 		}
+		spec, _ := netemconv.FromProto(ls.GetNetem()) // the kernel's: converted even where a spec would be refused
 		for _, nd := range c.netem {
-			ch <- prometheus.MustNewConstMetric(nd.desc, prometheus.GaugeValue, nd.value(ns.Spec), lv...)
+			ch <- prometheus.MustNewConstMetric(nd.desc, prometheus.GaugeValue, nd.value(spec), lv...)
 		}
-		ch <- prometheus.MustNewConstMetric(c.netemDrops, prometheus.CounterValue, float64(ns.Stats.Drops), lv...)
+		ch <- prometheus.MustNewConstMetric(c.netemDrops, prometheus.CounterValue, float64(ls.GetQdiscDrops()), lv...)
 	}
 	return unreadable
 }
-
-// podNetem reads the netem roots of a pod's interfaces, opening its netem
-// connection only when an interface has a root qdisc other than the
-// kernel's default: most links of a lab are not shaped.
-type podNetem struct {
-	c      *Links
-	pod    podstore.Pod
-	conn   *netem.Conn
-	handle netns.NsHandle
-	failed bool
-}
-
-// get returns the netem root of intf, if it has one.
-func (q *podNetem) get(intf string, iface links.Interface) (netem.State, bool) {
-	if iface.RootHandle == 0 || iface.RootQdisc != "netem" || q.failed {
-		return netem.State{}, false
-	}
-	if q.conn == nil {
-		h, err := netns.GetFromPath(q.pod.Netns)
-		if err == nil {
-			q.handle = h
-			q.conn, err = netem.Open(h)
-		}
-		if err != nil {
-			q.c.log.Warn("metrics: cannot read qdiscs", "pod", q.pod.Key().String(), "err", err)
-			q.failed = true
-			return netem.State{}, false
-		}
-	}
-	st, err := q.conn.Get(intf)
-	if err != nil {
-		q.c.log.Warn("metrics: cannot read qdisc", "pod", q.pod.Key().String(), "link", intf, "err", err)
-		return netem.State{}, false
-	}
-	if st.Kind != "netem" || st.Undecoded != nil {
-		return netem.State{}, false
-	}
-	return st, true
-}
-
-func (q *podNetem) close() {
-	if q.conn != nil {
-		q.conn.Close()
-	}
-	if q.handle.IsOpen() {
-		q.handle.Close()
-	}
-}
-
-var errMissing = errors.New("interface missing from the pod's network namespace")
 
 func b2f(b bool) float64 {
 	if b {

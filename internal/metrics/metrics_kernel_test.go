@@ -11,9 +11,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/meshnet/meshnet/internal/linklock"
 	"github.com/meshnet/meshnet/internal/links"
+	"github.com/meshnet/meshnet/internal/linkserver"
 	"github.com/meshnet/meshnet/internal/linkserver/linkservertest"
 	"github.com/meshnet/meshnet/internal/metrics"
+	"github.com/meshnet/meshnet/internal/podstore"
 )
 
 // value is the value of the metric name with the given labels, failing
@@ -56,6 +59,17 @@ func metricValue(m *dto.Metric) float64 {
 	return 0
 }
 
+// reader is the API's kernel reader over store, as meshnetd gives it to the
+// collector.
+func reader(t testing.TB, store *podstore.Store) metrics.Reader {
+	t.Helper()
+	srv, err := linkserver.New(linkserver.Config{Pods: store, StateDir: t.TempDir(), Locks: &linklock.Locks{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv.ReadPod
+}
+
 // TestKernelLinkMetrics scrapes links with real traffic: counters are the
 // kernel's, admin state and carrier follow a cable pull, labels name the
 // link.
@@ -67,7 +81,7 @@ func TestKernelLinkMetrics(t *testing.T) {
 		t.Fatalf("ping: %s", out)
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(metrics.NewLinks(lab.Store, nil))
+	reg.MustRegister(metrics.NewLinks(lab.Store, reader(t, lab.Store), nil))
 	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
 		t.Fatalf("lint: %v %v", problems, err)
 	}
@@ -100,7 +114,7 @@ func TestKernelLinkMetrics(t *testing.T) {
 		t.Fatal("after r2 down: want r2 admin down, r1 admin up without carrier")
 	}
 	// The host kernel has no netem: no netem gauges (the vm tier checks them).
-	if n := testutil.CollectAndCount(metrics.NewLinks(lab.Store, nil), "meshnet_netem_delay_seconds"); n != 0 {
+	if n := testutil.CollectAndCount(metrics.NewLinks(lab.Store, reader(t, lab.Store), nil), "meshnet_netem_delay_seconds"); n != 0 {
 		t.Fatalf("%d netem gauges without netem", n)
 	}
 
@@ -123,7 +137,7 @@ func BenchmarkKernelScrape1000Links(b *testing.B) {
 	lab := linkservertest.NewLab(b)
 	lab.Mesh("lab", 200, 5)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(metrics.NewLinks(lab.Store, nil))
+	reg.MustRegister(metrics.NewLinks(lab.Store, reader(b, lab.Store), nil))
 	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	cpu := linkservertest.CPU(b)
 	for b.Loop() {

@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/meshnet/meshnet/api/v1beta1"
 )
 
 // Pod is a pod sandbox wired on this node.
@@ -32,9 +34,10 @@ type Pod struct {
 type Link struct {
 	UID       int    `json:"uid"`
 	LocalIntf string `json:"local_intf"`
-	Kind      string `json:"kind"` // veth, vxlan, phy or macvlan
-	PeerPod   string `json:"peer_pod,omitempty"`
-	PeerIntf  string `json:"peer_intf,omitempty"`
+	// Kind is how the link is made; "" while it waits for its peer.
+	Kind     v1beta1.LinkKind `json:"kind"`
+	PeerPod  string           `json:"peer_pod,omitempty"`
+	PeerIntf string           `json:"peer_intf,omitempty"`
 	// PeerNodeIP is the VTEP of the peer's node for a cross-node VXLAN link.
 	PeerNodeIP string `json:"peer_node_ip,omitempty"`
 	VNI        uint32 `json:"vni,omitempty"`

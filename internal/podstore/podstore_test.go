@@ -3,6 +3,8 @@ package podstore
 import (
 	"reflect"
 	"testing"
+
+	"github.com/meshnet/meshnet/api/v1beta1"
 )
 
 func TestStoreSurvivesReopen(t *testing.T) {
@@ -12,7 +14,7 @@ func TestStoreSurvivesReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	r1 := Pod{Namespace: "lab", Name: "r1", ContainerID: "c1", Netns: "/var/run/netns/cni-1", Network: "lab",
-		Links: []Link{{UID: 1, LocalIntf: "eth1", Kind: "vxlan", PeerPod: "r2", PeerIntf: "eth1", PeerNodeIP: "192.0.2.2", VNI: 4242}}}
+		Links: []Link{{UID: 1, LocalIntf: "eth1", Kind: v1beta1.LinkKindVXLAN, PeerPod: "r2", PeerIntf: "eth1", PeerNodeIP: "192.0.2.2", VNI: 4242}}}
 	r2 := Pod{Namespace: "lab", Name: "r2", ContainerID: "c2", Netns: "/var/run/netns/cni-2"}
 	for _, p := range []Pod{r2, r1} {
 		if err := s.Put(p); err != nil {

@@ -117,7 +117,7 @@ func TestClusterValidationAgrees(t *testing.T) {
 	for _, name := range []string{"r1", "r2"} {
 		peer := map[string]string{"r1": "r2", "r2": "r1"}[name]
 		if err := store.Put(podstore.Pod{Namespace: ns, Name: name, ContainerID: "c-" + name, Netns: "/run/netns/agree-none-" + name,
-			Links: []podstore.Link{{UID: 1, LocalIntf: "eth1", Kind: "veth", PeerPod: peer, PeerIntf: "eth1"}}}); err != nil {
+			Links: []podstore.Link{{UID: 1, LocalIntf: "eth1", Kind: v1beta1.LinkKindVeth, PeerPod: peer, PeerIntf: "eth1"}}}); err != nil {
 			t.Fatal(err)
 		}
 	}

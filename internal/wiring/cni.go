@@ -64,7 +64,7 @@ func (s cniServer) SetupPod(ctx context.Context, req *meshnetv1.SetupPodRequest)
 
 	recLinks := make([]podstore.Link, len(topo.Spec.Links))
 	for i, l := range topo.Spec.Links {
-		recLinks[i] = podstore.Link{UID: l.UID, LocalIntf: l.LocalIntf, Kind: string(kindOf(l)), PeerPod: l.PeerPod, PeerIntf: l.PeerIntf}
+		recLinks[i] = podstore.Link{UID: l.UID, LocalIntf: l.LocalIntf, Kind: kindOf(l), PeerPod: l.PeerPod, PeerIntf: l.PeerIntf}
 	}
 	defer w.setAdding(cni.GetContainerId())()
 	if err := w.putRecord(podstore.Pod{
@@ -218,7 +218,7 @@ func (w *Wirer) teardown(ctx context.Context, rec podstore.Pod, log *slog.Logger
 			continue
 		}
 		removed = append(removed, &meshnetv1.LinkResult{
-			Interface: l.LocalIntf, Uid: uint32(l.UID), Kind: protoKind(v1beta1.LinkKind(l.Kind)), Phase: meshnetv1.LinkPhase_LINK_PHASE_DELETED,
+			Interface: l.LocalIntf, Uid: uint32(l.UID), Kind: l.Kind.Proto(), Phase: meshnetv1.LinkPhase_LINK_PHASE_DELETED,
 		})
 		if !remote {
 			continue
@@ -321,10 +321,10 @@ func (s cniServer) CheckPod(ctx context.Context, req *meshnetv1.CheckPodRequest)
 	var problems []string
 	for _, l := range topo.Spec.Links {
 		r := byUID[l.UID]
-		res := &meshnetv1.LinkResult{Interface: l.LocalIntf, Uid: uint32(l.UID), Kind: protoKind(v1beta1.LinkKind(r.Kind)), Peer: protoPeer(k.Namespace, l, "")}
+		res := &meshnetv1.LinkResult{Interface: l.LocalIntf, Uid: uint32(l.UID), Kind: r.Kind.Proto(), Peer: protoPeer(k.Namespace, l, "")}
 		st, err := links.ReadState(ns, l.LocalIntf)
 		if err == nil {
-			if want := kernelKind(v1beta1.LinkKind(r.Kind)); want != "" && st.Kind != want {
+			if want := r.Kind.Kernel(); want != "" && st.Kind != want {
 				problems = append(problems, fmt.Sprintf("%s is a %s, want %s", l.LocalIntf, st.Kind, want))
 				continue
 			}
@@ -333,8 +333,8 @@ func (s cniServer) CheckPod(ctx context.Context, req *meshnetv1.CheckPodRequest)
 			continue
 		}
 		_, peerLocal := w.cfg.Store.Get(podstore.Key{Namespace: k.Namespace, Name: l.PeerPod})
-		expected := r.Kind == string(v1beta1.LinkKindPhy) || r.Kind == string(v1beta1.LinkKindMacvlan) ||
-			(r.Kind == string(v1beta1.LinkKindVeth) && peerLocal) || (r.Kind == string(v1beta1.LinkKindVXLAN) && r.PeerNodeIP != "")
+		expected := r.Kind == v1beta1.LinkKindPhy || r.Kind == v1beta1.LinkKindMacvlan ||
+			(r.Kind == v1beta1.LinkKindVeth && peerLocal) || (r.Kind == v1beta1.LinkKindVXLAN && r.PeerNodeIP != "")
 		if expected {
 			problems = append(problems, fmt.Sprintf("link %d: %s is missing", l.UID, l.LocalIntf))
 			continue
@@ -346,17 +346,4 @@ func (s cniServer) CheckPod(ctx context.Context, req *meshnetv1.CheckPodRequest)
 		return nil, status.Errorf(codes.FailedPrecondition, "pod %s: %s", k, strings.Join(problems, "; "))
 	}
 	return resp, nil
-}
-
-// kernelKind is the kernel's name for how a kind of link is made.
-func kernelKind(k v1beta1.LinkKind) string {
-	switch k {
-	case v1beta1.LinkKindVeth:
-		return "veth"
-	case v1beta1.LinkKindVXLAN, v1beta1.LinkKindPhy:
-		return "vxlan"
-	case v1beta1.LinkKindMacvlan:
-		return "macvlan"
-	}
-	return ""
 }

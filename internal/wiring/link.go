@@ -29,20 +29,6 @@ func kindOf(l v1beta1.Link) v1beta1.LinkKind {
 	return ""
 }
 
-func protoKind(k v1beta1.LinkKind) meshnetv1.LinkKind {
-	switch k {
-	case v1beta1.LinkKindVeth:
-		return meshnetv1.LinkKind_LINK_KIND_VETH
-	case v1beta1.LinkKindVXLAN:
-		return meshnetv1.LinkKind_LINK_KIND_VXLAN
-	case v1beta1.LinkKindPhy:
-		return meshnetv1.LinkKind_LINK_KIND_PHYSICAL
-	case v1beta1.LinkKindMacvlan:
-		return meshnetv1.LinkKind_LINK_KIND_MACVLAN
-	}
-	return meshnetv1.LinkKind_LINK_KIND_UNSPECIFIED
-}
-
 func protoPeer(namespace string, l v1beta1.Link, peerNode string) *meshnetv1.Peer {
 	switch kindOf(l) {
 	case v1beta1.LinkKindPhy:
@@ -99,7 +85,7 @@ type wired struct {
 func (w *Wirer) wireLink(ctx context.Context, p pod, l v1beta1.Link) (wired, error) {
 	kind := kindOf(l)
 	res := &meshnetv1.LinkResult{Interface: l.LocalIntf, Uid: uint32(l.UID), Peer: protoPeer(p.key.Namespace, l, "")}
-	rec := podstore.Link{UID: l.UID, LocalIntf: l.LocalIntf, Kind: string(kind), PeerPod: l.PeerPod, PeerIntf: l.PeerIntf}
+	rec := podstore.Link{UID: l.UID, LocalIntf: l.LocalIntf, Kind: kind, PeerPod: l.PeerPod, PeerIntf: l.PeerIntf}
 	self, err := end(p.ns, l.LocalIntf, l.LocalIP, l.MTU, l.State)
 	if err != nil {
 		return wired{}, err
@@ -122,7 +108,7 @@ func (w *Wirer) wireLink(ctx context.Context, p pod, l v1beta1.Link) (wired, err
 		}
 		rec.VNI, rec.PeerNodeIP, rec.UDPPort = uint32(o.VNI), remote.String(), x.Port
 		log.Info("physical peer wired", "result", r, "vni", o.VNI, "remote_vtep", remote)
-		res.Kind, res.Phase = protoKind(kind), meshnetv1.LinkPhase_LINK_PHASE_READY
+		res.Kind, res.Phase = kind.Proto(), meshnetv1.LinkPhase_LINK_PHASE_READY
 		w.applyNetem(p, l)
 		return wired{result: res, record: rec}, nil
 
@@ -134,7 +120,7 @@ func (w *Wirer) wireLink(ctx context.Context, p pod, l v1beta1.Link) (wired, err
 			return wired{}, fmt.Errorf("link %d: %w", l.UID, err)
 		}
 		log.Info("macvlan wired", "result", r, "parent", l.PeerIntf)
-		res.Kind, res.Phase = protoKind(kind), meshnetv1.LinkPhase_LINK_PHASE_READY
+		res.Kind, res.Phase = kind.Proto(), meshnetv1.LinkPhase_LINK_PHASE_READY
 		w.applyNetem(p, l)
 		return wired{result: res, record: rec}, nil
 	}
@@ -154,12 +140,12 @@ func (w *Wirer) wireLink(ctx context.Context, p pod, l v1beta1.Link) (wired, err
 		res.Phase, res.Message = meshnetv1.LinkPhase_LINK_PHASE_PENDING, "peer pod "+l.PeerPod+" is not scheduled yet"
 		return wired{result: res, record: rec}, nil
 	case peerNode == w.cfg.NodeName:
-		rec.Kind = string(v1beta1.LinkKindVeth)
+		rec.Kind = v1beta1.LinkKindVeth
 		res.Kind = meshnetv1.LinkKind_LINK_KIND_VETH
 		res.Phase, res.Message = meshnetv1.LinkPhase_LINK_PHASE_PENDING, "peer pod "+l.PeerPod+" is not wired yet; its ADD completes the veth"
 		return wired{result: res, record: rec}, nil
 	case !peerIP.IsValid():
-		rec.Kind = string(v1beta1.LinkKindVXLAN)
+		rec.Kind = v1beta1.LinkKindVXLAN
 		res.Kind = meshnetv1.LinkKind_LINK_KIND_VXLAN
 		res.Phase, res.Message = meshnetv1.LinkPhase_LINK_PHASE_PENDING, "node "+peerNode+" of peer pod "+l.PeerPod+" has no IP yet"
 		return wired{result: res, record: rec}, nil
@@ -168,7 +154,7 @@ func (w *Wirer) wireLink(ctx context.Context, p pod, l v1beta1.Link) (wired, err
 	// A VXLAN between two nodes: make this end, then ask the peer's node
 	// for its end.
 	vni := links.VNI(p.key.Namespace, p.key.Name, l.PeerPod, l.UID)
-	rec.Kind, rec.VNI, rec.PeerNodeIP = string(v1beta1.LinkKindVXLAN), vni, peerIP.String()
+	rec.Kind, rec.VNI, rec.PeerNodeIP = v1beta1.LinkKindVXLAN, vni, peerIP.String()
 	res.Kind = meshnetv1.LinkKind_LINK_KIND_VXLAN
 	x := links.VXLAN{Node: w.node, End: self, VNI: vni, Local: w.cfg.NodeIP, Remote: peerIP}
 	unlock := w.cfg.Locks.Lock(endKey(p.key, l.LocalIntf))
@@ -198,7 +184,7 @@ func (w *Wirer) wireLink(ctx context.Context, p pod, l v1beta1.Link) (wired, err
 // the peer's Topology lacks the link).
 func (w *Wirer) wireVeth(ctx context.Context, p pod, l v1beta1.Link, self links.End, peerKey podstore.Key, peerRec podstore.Pod,
 	res *meshnetv1.LinkResult, rec podstore.Link, log interface{ Info(string, ...any) }) (wired, error) {
-	rec.Kind = string(v1beta1.LinkKindVeth)
+	rec.Kind = v1beta1.LinkKindVeth
 	res.Kind = meshnetv1.LinkKind_LINK_KIND_VETH
 	res.Peer = protoPeer(p.key.Namespace, l, w.cfg.NodeName)
 
@@ -246,7 +232,7 @@ func (w *Wirer) wireVeth(ctx context.Context, p pod, l v1beta1.Link, self links.
 	if err := w.updateRecord(peerKey, func(pp *podstore.Pod) {
 		for i := range pp.Links {
 			if pp.Links[i].UID == l.UID {
-				pp.Links[i].Kind = string(v1beta1.LinkKindVeth)
+				pp.Links[i].Kind = v1beta1.LinkKindVeth
 			}
 		}
 	}); err != nil {

@@ -80,7 +80,7 @@ func (s peerServer) CreateRemoteEnd(ctx context.Context, req *meshnetv1.CreateRe
 	if err := w.updateRecord(k, func(p *podstore.Pod) {
 		for i := range p.Links {
 			if p.Links[i].UID == uid {
-				p.Links[i].Kind, p.Links[i].VNI, p.Links[i].PeerNodeIP = string(v1beta1.LinkKindVXLAN), vni, remote.String()
+				p.Links[i].Kind, p.Links[i].VNI, p.Links[i].PeerNodeIP = v1beta1.LinkKindVXLAN, vni, remote.String()
 			}
 		}
 	}); err != nil {
@@ -137,7 +137,7 @@ func (w *Wirer) linkStatus(k podstore.Key, l v1beta1.Link, kind v1beta1.LinkKind
 		Pod:       &meshnetv1.PodRef{Namespace: k.Namespace, Name: k.Name},
 		Interface: l.LocalIntf,
 		Uid:       uint32(l.UID),
-		Kind:      protoKind(kind),
+		Kind:      kind.Proto(),
 		Carrier:   st.Carrier,
 		Mtu:       uint32(st.MTU),
 		Peer:      protoPeer(k.Namespace, l, ""),

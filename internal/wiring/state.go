@@ -66,7 +66,7 @@ func (s peerServer) SetRemoteState(ctx context.Context, req *meshnetv1.SetRemote
 	intf, uid := req.GetEnd().GetInterface(), int(req.GetEnd().GetUid())
 	found := false
 	for _, l := range rec.Links {
-		found = found || (l.UID == uid && l.LocalIntf == intf && l.Kind == string(v1beta1.LinkKindVXLAN))
+		found = found || (l.UID == uid && l.LocalIntf == intf && l.Kind == v1beta1.LinkKindVXLAN)
 	}
 	if !found {
 		return nil, status.Errorf(codes.NotFound, "pod %s has no VXLAN link %d on %s", k, uid, intf)

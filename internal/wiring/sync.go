@@ -151,7 +151,7 @@ func (w *Wirer) deleteLocalEnd(k podstore.Key, ns *links.Netns, l podstore.Link)
 	peerKey := podstore.Key{Namespace: k.Namespace, Name: l.PeerPod}
 	_, peerLocal := w.cfg.Store.Get(peerKey)
 	lockKeys := []linklock.Key{endKey(k, l.LocalIntf)}
-	if peerLocal && l.Kind != string(v1beta1.LinkKindPhy) && l.Kind != string(v1beta1.LinkKindMacvlan) {
+	if peerLocal && l.Kind != v1beta1.LinkKindPhy && l.Kind != v1beta1.LinkKindMacvlan {
 		lockKeys = append(lockKeys, endKey(peerKey, l.PeerIntf))
 	}
 	if ns != nil {
@@ -162,6 +162,6 @@ func (w *Wirer) deleteLocalEnd(k podstore.Key, ns *links.Netns, l podstore.Link)
 			return false, fmt.Errorf("link %d (%s): %w", l.UID, l.LocalIntf, err)
 		}
 	}
-	remote = !peerLocal && (l.Kind == string(v1beta1.LinkKindVXLAN) || l.Kind == "")
+	remote = !peerLocal && (l.Kind == v1beta1.LinkKindVXLAN || l.Kind == "")
 	return remote, nil
 }

@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/auth"
 	"github.com/meshnet/meshnet/internal/daemon"
 	"github.com/meshnet/meshnet/internal/gateway"
@@ -105,7 +106,7 @@ func Start(t testing.TB, o Options) *Stack {
 	go func() { srv.Run(ctx); close(watching) }()
 	t.Cleanup(func() { cancel(); <-watching })
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(metrics.NewLinks(o.Pods, nil), rpc)
+	reg.MustRegister(metrics.NewLinks(o.Pods, srv.ReadPod, nil), rpc)
 	gw, err := gateway.New(ctx, gateway.Config{Endpoint: glis.Addr().String(), Gatherer: reg})
 	if err != nil {
 		t.Fatal(err)
@@ -217,8 +218,8 @@ func (l *Lab) Veth(namespace string, uid int, a, b End) {
 	if _, err := links.EnsureVeth(links.Veth{A: end(a), B: end(b)}); err != nil {
 		l.t.Fatal(err)
 	}
-	l.AddLink(namespace, a.Pod, podstore.Link{UID: uid, LocalIntf: a.Intf, Kind: "veth", PeerPod: b.Pod, PeerIntf: b.Intf})
-	l.AddLink(namespace, b.Pod, podstore.Link{UID: uid, LocalIntf: b.Intf, Kind: "veth", PeerPod: a.Pod, PeerIntf: a.Intf})
+	l.AddLink(namespace, a.Pod, podstore.Link{UID: uid, LocalIntf: a.Intf, Kind: v1beta1.LinkKindVeth, PeerPod: b.Pod, PeerIntf: b.Intf})
+	l.AddLink(namespace, b.Pod, podstore.Link{UID: uid, LocalIntf: b.Intf, Kind: v1beta1.LinkKindVeth, PeerPod: a.Pod, PeerIntf: a.Intf})
 }
 
 // Ping sends count pings from a pod's netns and reports whether one was

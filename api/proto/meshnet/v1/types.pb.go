@@ -1171,7 +1171,10 @@ type LinkStatus struct {
 	// Last error meshnetd hit converging this link; empty when it converged.
 	LastError string `protobuf:"bytes,16,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
 	// When the kernel state above was read.
-	ReadTime      *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=read_time,json=readTime,proto3" json:"read_time,omitempty"`
+	ReadTime *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=read_time,json=readTime,proto3" json:"read_time,omitempty"`
+	// Packets the root qdisc dropped (netem's loss and queue overflow),
+	// cumulative since the qdisc was installed; 0 without a root qdisc.
+	QdiscDrops    uint64 `protobuf:"varint,18,opt,name=qdisc_drops,json=qdiscDrops,proto3" json:"qdisc_drops,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1323,6 +1326,13 @@ func (x *LinkStatus) GetReadTime() *timestamppb.Timestamp {
 		return x.ReadTime
 	}
 	return nil
+}
+
+func (x *LinkStatus) GetQdiscDrops() uint64 {
+	if x != nil {
+		return x.QdiscDrops
+	}
+	return 0
 }
 
 // LinkResult reports what one call did to one link of a pod.
@@ -1493,7 +1503,7 @@ const file_meshnet_v1_types_proto_rawDesc = "" +
 	"\brx_drops\x18\x05 \x01(\x04R\arxDrops\x12\x19\n" +
 	"\btx_drops\x18\x06 \x01(\x04R\atxDrops\x12\x1b\n" +
 	"\trx_errors\x18\a \x01(\x04R\brxErrors\x12\x1b\n" +
-	"\ttx_errors\x18\b \x01(\x04R\btxErrors\"\x84\x05\n" +
+	"\ttx_errors\x18\b \x01(\x04R\btxErrors\"\xa5\x05\n" +
 	"\n" +
 	"LinkStatus\x12$\n" +
 	"\x03pod\x18\x01 \x01(\v2\x12.meshnet.v1.PodRefR\x03pod\x12\x1c\n" +
@@ -1517,7 +1527,9 @@ const file_meshnet_v1_types_proto_rawDesc = "" +
 	"\x04node\x18\x0f \x01(\tR\x04node\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\x10 \x01(\tR\tlastError\x127\n" +
-	"\tread_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\breadTime\"\xfd\x01\n" +
+	"\tread_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\breadTime\x12\x1f\n" +
+	"\vqdisc_drops\x18\x12 \x01(\x04R\n" +
+	"qdiscDrops\"\xfd\x01\n" +
 	"\n" +
 	"LinkResult\x12\x1c\n" +
 	"\tinterface\x18\x01 \x01(\tR\tinterface\x12\x10\n" +
