@@ -269,8 +269,14 @@ func (k *kernel) current(node string, key types.NamespacedName, req *meshnetv1.A
 	if !ok || a.node != node || time.Since(a.at) >= maxAge || !proto.Equal(a.request, req) {
 		return appliedState{}, false
 	}
-	if _, ok := k.links(node, key); !ok {
+	kl, ok := k.links(node, key)
+	if !ok {
 		return appliedState{}, false
+	}
+	for _, r := range a.results {
+		if _, wired := kl[r.GetInterface()]; wired && r.GetPhase() == meshnetv1.LinkPhase_LINK_PHASE_PENDING {
+			return appliedState{}, false // wired since: its state, MTU and netem are still to apply
+		}
 	}
 	return a, true
 }
