@@ -13,7 +13,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -230,8 +229,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			// The links as they are, and why they are not as specified.
 			st := convergedStatus(topo, pod, d, kl, nil)
 			setConditions(&st, topo.Generation, metav1.ConditionFalse, ReasonApplyFailed, err.Error())
-			r.Recorder.Eventf(topo, nil, corev1.EventTypeWarning, ReasonApplyFailed, "Apply", "%v", err)
-			return reconcile.Result{}, errors.Join(err, r.writeStatus(ctx, topo, st))
+			return r.failWith(ctx, topo, st, ReasonApplyFailed, err)
 		}
 		return r.fail(ctx, topo, node, ReasonApplyFailed, err)
 	}
@@ -366,8 +364,13 @@ func enqueuePeers(ctx context.Context, q workqueue.TypedRateLimitingInterface[re
 // fail records a failed pass and returns the error, so that the work queue
 // retries with backoff.
 func (r *Reconciler) fail(ctx context.Context, topo *v1beta1.Topology, node, reason string, err error) (reconcile.Result, error) {
+	return r.failWith(ctx, topo, failedStatus(topo, node, true, reason, err.Error()), reason, err)
+}
+
+// failWith is fail with the status to write, which says why.
+func (r *Reconciler) failWith(ctx context.Context, topo *v1beta1.Topology, st v1beta1.TopologyStatus, reason string, err error) (reconcile.Result, error) {
 	r.Recorder.Eventf(topo, nil, corev1.EventTypeWarning, reason, "Apply", "%v", err)
-	if werr := r.writeStatus(ctx, topo, failedStatus(topo, node, true, reason, err.Error())); werr != nil {
+	if werr := r.writeStatus(ctx, topo, st); werr != nil {
 		return reconcile.Result{}, errors.Join(err, werr)
 	}
 	return reconcile.Result{}, err
@@ -423,9 +426,7 @@ func (w *writtenStatuses) unchanged(key types.NamespacedName, topo *v1beta1.Topo
 	if !ok || time.Since(v.(written).at) >= maxAge {
 		return unchanged(topo, st)
 	}
-	last := v.(written).status
-	st.SrcIP, st.NetNS, st.ContainerID = last.SrcIP, last.NetNS, last.ContainerID
-	return equality.Semantic.DeepEqual(last, st)
+	return sameStatus(v.(written).status, st)
 }
 
 func (w *writtenStatuses) store(key types.NamespacedName, st v1beta1.TopologyStatus) {

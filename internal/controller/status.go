@@ -127,7 +127,12 @@ func failedStatus(topo *v1beta1.Topology, node string, degraded bool, reason, me
 // fields aside: a resync that finds the kernel as specified then costs the
 // API server no write.
 func unchanged(topo *v1beta1.Topology, st v1beta1.TopologyStatus) bool {
-	have := topo.Status
+	return sameStatus(topo.Status, st)
+}
+
+// sameStatus reports whether st says what have says, meshnetd's sandbox
+// fields aside.
+func sameStatus(have, st v1beta1.TopologyStatus) bool {
 	st.SrcIP, st.NetNS, st.ContainerID = have.SrcIP, have.NetNS, have.ContainerID
 	return equality.Semantic.DeepEqual(have, st)
 }

@@ -136,24 +136,8 @@ func (s *Server) lastError(p podstore.Pod, l podstore.Link, st podState) string 
 // snapshot is a pod as the kernel has it: the one read the link watcher,
 // and so WatchLinks and ApplyPod's answer, are made of.
 func (s *Server) snapshot(p podstore.Pod) (linkwatch.Snapshot, error) {
-	ls, err := s.readPod(p, "")
-	if err != nil {
-		return linkwatch.Snapshot{}, err
-	}
-	snap := linkwatch.Snapshot{Links: ls}
-	st, err := s.states.load(p)
-	if err != nil || len(st.Routes) == 0 {
-		return snap, err
-	}
-	n, err := openPod(p)
-	if err != nil {
-		return snap, nil // the sandbox is gone: its links say so
-	}
-	defer n.Close()
-	if snap.Routes, err = routesIn(n, &st); err != nil {
-		return snap, fmt.Errorf("read routes of pod %s: %w", p.Key(), err)
-	}
-	return snap, nil
+	ls, routes, err := s.read(p, "", true)
+	return linkwatch.Snapshot{Links: ls, Routes: routes}, err
 }
 
 // lookup finds a pod this node hosts.
@@ -572,9 +556,16 @@ func (s *Server) readLink(p podstore.Pod, intf string) (*meshnetv1.LinkStatus, e
 // and qdiscs for the pod, and a netem read of the links whose root qdisc is
 // not the kernel's default.
 func (s *Server) readPod(p podstore.Pod, only string) ([]*meshnetv1.LinkStatus, error) {
+	ls, _, err := s.read(p, only, false)
+	return ls, err
+}
+
+// read is readPod, and with withRoutes the pod's managed routes too, from
+// the same namespace handle, state and interface dump.
+func (s *Server) read(p podstore.Pod, only string, withRoutes bool) ([]*meshnetv1.LinkStatus, []*meshnetv1.Route, error) {
 	st, err := s.states.load(p)
 	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+		return nil, nil, status.Error(codes.Internal, err.Error())
 	}
 	now := timestamppb.Now()
 	var out []*meshnetv1.LinkStatus
@@ -589,12 +580,12 @@ func (s *Server) readPod(p podstore.Pod, only string) ([]*meshnetv1.LinkStatus, 
 				out = append(out, ls)
 			}
 		}
-		return out, nil
+		return out, nil, nil // the sandbox is gone: its links say so
 	}
 	defer n.Close()
 	ifaces, err := readInterfaces(n.links, only)
 	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+		return nil, nil, status.Error(codes.Internal, err.Error())
 	}
 	var conn *netem.Conn
 	defer func() {
@@ -622,7 +613,7 @@ func (s *Server) readPod(p podstore.Pod, only string) ([]*meshnetv1.LinkStatus, 
 		}
 		if conn == nil {
 			if conn, err = netem.Open(n.handle); err != nil {
-				return nil, status.Error(codes.Internal, err.Error())
+				return nil, nil, status.Error(codes.Internal, err.Error())
 			}
 		}
 		q, err := conn.Get(l.LocalIntf)
@@ -633,7 +624,14 @@ func (s *Server) readPod(p podstore.Pod, only string) ([]*meshnetv1.LinkStatus, 
 		fillQdisc(ls, q, netem.Distribution(st.Distribution[l.LocalIntf]))
 	}
 	slices.SortFunc(out, func(a, b *meshnetv1.LinkStatus) int { return strings.Compare(a.Interface, b.Interface) })
-	return out, nil
+	if !withRoutes || only != "" {
+		return out, nil, nil
+	}
+	routes, err := routesIn(n, &st, ifaces)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read routes of pod %s: %w", p.Key(), err)
+	}
+	return out, routes, nil
 }
 
 // readInterfaces reads every interface of ns, or only the one named only.
@@ -743,16 +741,12 @@ func fillQdisc(ls *meshnetv1.LinkStatus, q netem.State, dist netem.Distribution)
 // routesIn reads back the managed routes st.Routes from the kernel, each as
 // the kernel has it (dev resolved); routes through a link meshnet took down
 // are not in the kernel until it comes up.
-func routesIn(n *podNetns, st *podState) ([]*meshnetv1.Route, error) {
+func routesIn(n *podNetns, st *podState, devs map[string]links.Interface) ([]*meshnetv1.Route, error) {
 	if len(st.Routes) == 0 {
 		return nil, nil
 	}
-	all, err := links.ReadAll(n.links)
-	if err != nil {
-		return nil, err
-	}
 	var kernel []route
-	for dev := range all {
+	for dev := range devs {
 		if dev == "lo" {
 			continue
 		}
@@ -859,7 +853,7 @@ func (s *Server) SetRoutes(ctx context.Context, req *meshnetv1.SetRoutesRequest)
 			return changed, err
 		}
 		s.logChange(changed, "routes set", p, "routes", len(want))
-		out, err = routesIn(n, st)
+		out, err = routesIn(n, st, devs)
 		return changed, err
 	})
 	if err != nil {

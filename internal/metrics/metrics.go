@@ -132,19 +132,17 @@ func (c *Links) collectPod(p podstore.Pod, ch chan<- prometheus.Metric) (unreada
 		}
 		return len(p.Links)
 	}
+	peers := make(map[string]string, len(p.Links))
+	for _, l := range p.Links {
+		peers[l.LocalIntf] = l.PeerPod
+	}
 	for _, ls := range read {
 		if ls.GetCounters() == nil {
 			c.log.Warn("metrics: cannot read link", "pod", p.Key().String(), "link", ls.GetInterface(), "error", ls.GetLastError())
 			unreadable++
 			continue
 		}
-		peer := ""
-		for _, l := range p.Links {
-			if l.LocalIntf == ls.GetInterface() {
-				peer = l.PeerPod
-			}
-		}
-		lv := []string{p.Namespace, p.Name, ls.GetInterface(), peer, strconv.Itoa(int(ls.GetUid()))}
+		lv := []string{p.Namespace, p.Name, ls.GetInterface(), peers[ls.GetInterface()], strconv.Itoa(int(ls.GetUid()))}
 		for _, cd := range c.counters {
 			ch <- prometheus.MustNewConstMetric(cd.desc, prometheus.CounterValue, float64(cd.value(ls.GetCounters())), lv...)
 		}

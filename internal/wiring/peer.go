@@ -142,7 +142,7 @@ func (w *Wirer) linkStatus(k podstore.Key, l v1beta1.Link, kind v1beta1.LinkKind
 		Mtu:       uint32(st.MTU),
 		Peer:      protoPeer(k.Namespace, l, ""),
 		Node:      w.cfg.NodeName,
-		LastError: w.getLastErr(k, l.UID),
+		LastError: w.LastError(k, l.UID),
 	}
 	ls.AdminState = meshnetv1.LinkState_LINK_STATE_DOWN
 	if st.AdminUp {

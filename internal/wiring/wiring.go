@@ -248,9 +248,7 @@ func (w *Wirer) setLastErr(k podstore.Key, uid int, msg string) {
 
 // LastError is why wiring the pod's link uid last failed, "" when it did
 // not: linkserver reports it with the link's kernel state.
-func (w *Wirer) LastError(k podstore.Key, uid int) string { return w.getLastErr(k, uid) }
-
-func (w *Wirer) getLastErr(k podstore.Key, uid int) string {
+func (w *Wirer) LastError(k podstore.Key, uid int) string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.lastErr[linkID{k, uid}]
