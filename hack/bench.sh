@@ -20,6 +20,7 @@ kbench '^BenchmarkKernelWire100Pods$' 3x ./internal/wiring
 kbench '^BenchmarkKernelEditToKernel$' 1x ./internal/controller
 kbench '^BenchmarkKernelRuntimeChangeToStatus$' 1x ./internal/controller
 kbench '^BenchmarkKernelBatch1000Links$' 4x -timeout 30m ./internal/controller
+kbench '^BenchmarkKernelEditLinks$' 4x -timeout 60m ./internal/controller
 kbench '^BenchmarkKernel(ListLinks|Scrape)1000' 1s -p 1 ./internal/linkserver ./internal/metrics
 echo "=== vm benchmarks"
 go tool -modfile=tools/go.mod gotestsum --format standard-verbose --raw-command -- \

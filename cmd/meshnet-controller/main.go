@@ -56,7 +56,7 @@ func run() error {
 	flag.StringVar(&tokenFile, "token-file", "/var/run/secrets/kubernetes.io/serviceaccount/token", "service-account token sent to meshnetd")
 	flag.BoolVar(&insecureConn, "daemon-plaintext", true, "talk to meshnetd without TLS (it serves plaintext gRPC)")
 	flag.DurationVar(&r.Resync, "resync", 30*time.Second, "how often converged Topologies are re-applied, correcting drift")
-	flag.DurationVar(&r.CallTimeout, "call-timeout", 5*time.Second, "timeout of one ApplyPod call")
+	flag.DurationVar(&r.CallTimeout, "call-timeout", 5*time.Second, "timeout of one ApplyPod call, plus 2ms for each link of the pod")
 	flag.IntVar(&r.Workers, "workers", 200, "how many Topologies are reconciled at once; a pass mostly waits on meshnetd and the API server")
 	flag.BoolVar(&leaderElect, "leader-elect", true, "elect a leader so that only one replica acts")
 	flag.StringVar(&leaderNS, "leader-election-namespace", "meshnet", "namespace of the leader election Lease")

@@ -77,7 +77,8 @@ type Reconciler struct {
 	// Resync is how often a converged Topology is re-applied, which corrects
 	// drift in the kernel and re-applies state after a daemon lost it.
 	Resync time.Duration
-	// CallTimeout bounds one ApplyPod.
+	// CallTimeout bounds one ApplyPod, with PerLinkCallTimeout more for
+	// each link of the pod.
 	CallTimeout time.Duration
 	// stale carries peers whose status a pass made stale (refreshPeers).
 	stale chan event.GenericEvent
@@ -205,7 +206,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return r.fail(ctx, topo, node, ReasonDaemonUnavailable, err)
 	}
-	callCtx, cancel := context.WithTimeout(ctx, r.CallTimeout)
+	// Sized to the work: a pod of thousands of links takes longer than
+	// one of two, and a deadline it cannot meet would have every retry
+	// cancelled half way.
+	callCtx, cancel := context.WithTimeout(ctx, r.CallTimeout+time.Duration(len(d.request.Links))*PerLinkCallTimeout)
 	defer cancel()
 	resp, err := meshnetv1.NewLinkServiceClient(conn).ApplyPod(callCtx, d.request)
 	r.refreshPeers(topo, peers, farEndsSet(resp, err))
@@ -246,6 +250,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return requeueAfter(r.Resync, r.writeStatus(ctx, topo, st))
 }
 
+// PerLinkCallTimeout is what each link of a pod adds to its ApplyPod's
+// deadline: about ten times what meshnetd takes per link change.
+const PerLinkCallTimeout = 2 * time.Millisecond
+
 // requeueAfter has the pass run again after d, or, when err is set, after
 // the work queue's backoff: controller-runtime ignores d with an error.
 func requeueAfter(d time.Duration, err error) (reconcile.Result, error) {
@@ -260,15 +268,17 @@ func requeueAfter(d time.Duration, err error) (reconcile.Result, error) {
 // A pass that found the far end as wanted wakes nobody, so two ends that
 // both hold a link down settle instead of waking each other.
 func (r *Reconciler) refreshPeers(topo *v1beta1.Topology, peers map[string]*v1beta1.Topology, resp *meshnetv1.ApplyPodResponse) {
+	woken := map[string]bool{}
+	peerOf := map[int]string{}
+	for _, l := range topo.Spec.Links {
+		peerOf[l.UID] = l.PeerPod
+	}
 	for _, res := range resp.GetResults() {
-		l := topo.Link(int(res.GetUid()))
-		if !res.GetPeerEndChanged() || l == nil {
-			continue
+		peer := peers[peerOf[int(res.GetUid())]]
+		if !res.GetPeerEndChanged() || peer == nil || woken[peer.Name] {
+			continue // unchanged, no Topology (no status to refresh), or woken already
 		}
-		peer := peers[l.PeerPod]
-		if peer == nil {
-			continue // no Topology: no status to refresh
-		}
+		woken[peer.Name] = true
 		select {
 		case r.stale <- event.GenericEvent{Object: peer}:
 		default: // full: the peer's resync reads it back
@@ -336,29 +346,58 @@ func (r *Reconciler) peersOfChangedStates() handler.Funcs {
 
 func enqueuePeers(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], old, cur *v1beta1.Topology,
 	peer func(context.Context, types.NamespacedName) (*v1beta1.Topology, error)) {
-	stateOf := func(t *v1beta1.Topology, uid int) v1beta1.LinkState {
-		if l := t.Link(uid); l != nil && l.State != nil {
-			return *l.State
-		}
-		return ""
+	oldStates, curStates := linkStates(old), linkStates(cur)
+	// Each peer is read once, however many of its links changed: a
+	// Topology of thousands of links to one peer is one cache read, not
+	// thousands of copies of the peer.
+	decided := map[string]bool{}
+	type read struct {
+		topo *v1beta1.Topology
+		err  error
 	}
+	peers := map[string]read{}
+	ix := uidIndex{}
 	for _, t := range []*v1beta1.Topology{old, cur} {
 		if t == nil {
 			continue
 		}
 		for _, l := range t.Spec.Links {
-			if !l.HasPodPeer() || stateOf(old, l.UID) == stateOf(cur, l.UID) {
+			if !l.HasPodPeer() || decided[l.PeerPod] || oldStates[l.UID] == curStates[l.UID] {
 				continue
 			}
 			key := types.NamespacedName{Namespace: t.Namespace, Name: l.PeerPod}
-			switch p, err := peer(ctx, key); {
-			case apierrors.IsNotFound(err): // no Topology: its creation reconciles it
-			case err == nil && heldByPeer(t.Name, l, p): // its own spec holds the link down
+			pr, ok := peers[l.PeerPod]
+			if !ok {
+				pr.topo, pr.err = peer(ctx, key)
+				peers[l.PeerPod] = pr
+			}
+			p, perr := pr.topo, pr.err
+			switch {
+			case apierrors.IsNotFound(perr): // no Topology: its creation reconciles it
+				decided[l.PeerPod] = true
+			case perr == nil && heldByPeer(t.Name, l, ix.link(p, l.UID)): // its own spec holds the link down
 			default:
+				decided[l.PeerPod] = true
 				q.Add(reconcile.Request{NamespacedName: key})
 			}
 		}
 	}
+}
+
+// linkStates is the spec state of each link of t by uid ("" for none).
+func linkStates(t *v1beta1.Topology) map[int]v1beta1.LinkState {
+	if t == nil {
+		return nil
+	}
+	out := make(map[int]v1beta1.LinkState, len(t.Spec.Links))
+	for _, l := range t.Spec.Links {
+		if l.State != nil {
+			out[l.UID] = *l.State
+		} else {
+			out[l.UID] = ""
+		}
+	}
+	return out
 }
 
 // fail records a failed pass and returns the error, so that the work queue

@@ -62,13 +62,16 @@ func desiredState(topo *v1beta1.Topology, pod *corev1.Pod, peers map[string]*v1b
 		heldDown: map[int]string{},
 		waiting:  map[int]string{},
 	}
+	ix := uidIndex{}
 	for i, l := range topo.Spec.Links {
-		if why := waitingFor(topo, l, peers[l.PeerPod]); why != "" {
+		peer := peers[l.PeerPod]
+		pl := ix.link(peer, l.UID)
+		if why := waitingFor(topo, l, peer, pl); why != "" {
 			d.waiting[l.UID] = why
 		}
 		spec := &meshnetv1.LinkSpec{Interface: l.LocalIntf}
 		var managed []string
-		held := heldByPeer(topo.Name, l, peers[l.PeerPod])
+		held := heldByPeer(topo.Name, l, pl)
 		switch {
 		case l.State != nil:
 			state := *l.State
@@ -122,16 +125,37 @@ func desiredState(topo *v1beta1.Topology, pod *corev1.Pod, peers map[string]*v1b
 	return d, nil
 }
 
+// uidIndex finds Topologies' links by uid, indexing each Topology once: a
+// pass over a pod of thousands of links to one peer must not scan the
+// peer's links once per link.
+type uidIndex map[*v1beta1.Topology]map[int]*v1beta1.Link
+
+// link is t's link uid; nil when t is nil or has none.
+func (ix uidIndex) link(t *v1beta1.Topology, uid int) *v1beta1.Link {
+	if t == nil {
+		return nil
+	}
+	m, ok := ix[t]
+	if !ok {
+		m = make(map[int]*v1beta1.Link, len(t.Spec.Links))
+		for i := range t.Spec.Links {
+			m[t.Spec.Links[i].UID] = &t.Spec.Links[i]
+		}
+		ix[t] = m
+	}
+	return m[uid]
+}
+
 // waitingFor says what link l of topo waits for on its peer's side: the
-// peer's Topology, its end of the link, or its pod; "" when the peer side
-// is ready (or l has no pod peer). A link is made once both ends' Topologies
-// list it and both pods run.
-func waitingFor(topo *v1beta1.Topology, l v1beta1.Link, peer *v1beta1.Topology) string {
+// peer's Topology, its end of the link (pl, the peer's link of l's uid), or
+// its pod; "" when the peer side is ready (or l has no pod peer). A link is
+// made once both ends' Topologies list it and both pods run.
+func waitingFor(topo *v1beta1.Topology, l v1beta1.Link, peer *v1beta1.Topology, pl *v1beta1.Link) string {
 	if !l.HasPodPeer() {
 		return ""
 	}
 	ref := topo.Namespace + "/" + l.PeerPod
-	switch pl := peer.Link(l.UID); {
+	switch {
 	case peer == nil:
 		return fmt.Sprintf("waiting for Topology %s: peer pod %s has none", ref, l.PeerPod)
 	case pl == nil:
@@ -145,13 +169,12 @@ func waitingFor(topo *v1beta1.Topology, l v1beta1.Link, peer *v1beta1.Topology) 
 	return ""
 }
 
-// heldByPeer reports whether peer, the Topology of l's peer pod, sets the
-// same link down.
-func heldByPeer(pod string, l v1beta1.Link, peer *v1beta1.Topology) bool {
-	if peer == nil || !l.HasPodPeer() {
+// heldByPeer reports whether pl, the link of l's uid in the Topology of
+// l's peer pod, sets the same link down.
+func heldByPeer(pod string, l v1beta1.Link, pl *v1beta1.Link) bool {
+	if !l.HasPodPeer() {
 		return false
 	}
-	pl := peer.Link(l.UID)
 	return pl != nil && pl.PeerPod == pod && pl.State != nil && *pl.State == v1beta1.LinkDown
 }
 

@@ -136,7 +136,11 @@ func (k *kernel) stream(ctx context.Context, node string) error {
 			apply(n.pods, key, ev)
 		}
 		k.mu.Unlock()
-		k.notify(key)
+		if !ev.GetMore() {
+			// The last event of the read: one pass for the whole change,
+			// not one on a half-told one.
+			k.notify(key)
+		}
 	}
 }
 

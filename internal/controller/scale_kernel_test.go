@@ -45,13 +45,6 @@ func meshPodName(i int) string { return fmt.Sprintf("p%d", i) }
 // once, starts one controller and waits until every Topology is converged.
 func newMesh(t testing.TB, nodes, pods int) *mesh {
 	t.Helper()
-	lab := labnet.New(t, bins)
-	m := &mesh{lab: lab, ends: map[string][]string{}}
-	for i := range nodes {
-		m.nodes = append(m.nodes, lab.AddNode(fmt.Sprintf("node-%d", i), fmt.Sprintf("eth%d", i)))
-	}
-	publishDaemons(t, lab, m.nodes...)
-	lab.Namespace("lab")
 	offsets := []int{1, 2, 3, nodes, 2 * nodes}
 	specs := make([][]v1beta1.Link, pods)
 	uid := 0
@@ -60,21 +53,43 @@ func newMesh(t testing.TB, nodes, pods int) *mesh {
 			j := (i + d) % pods
 			uid++
 			intf := fmt.Sprintf("e%d", uid)
-			aIP := fmt.Sprintf("10.%d.%d.1/30", 64+uid/256, uid%256)
-			bIP := fmt.Sprintf("10.%d.%d.2/30", 64+uid/256, uid%256)
-			specs[i] = append(specs[i], link(uid, meshPodName(j), intf, intf, aIP, bIP))
-			specs[j] = append(specs[j], link(uid, meshPodName(i), intf, intf, bIP, aIP))
+			specs[i] = append(specs[i], link(uid, meshPodName(j), intf, intf, meshIP(uid, 1), meshIP(uid, 2)))
+			specs[j] = append(specs[j], link(uid, meshPodName(i), intf, intf, meshIP(uid, 2), meshIP(uid, 1)))
 		}
 	}
-	m.links = uid
-	for i := range pods {
+	return wireMesh(t, nodes, specs)
+}
+
+// meshIP is end host (1 or 2) of link uid's /30.
+func meshIP(uid, host int) string {
+	return fmt.Sprintf("10.%d.%d.%d/30", 64+uid/64, uid%64*4, host)
+}
+
+// wireMesh makes the given number of nodes and one pod per spec, pod i
+// (named meshPodName(i)) on node i%nodes with the links specs[i], wires
+// them all at once, starts one controller and waits until every Topology
+// is converged.
+func wireMesh(t testing.TB, nodes int, specs [][]v1beta1.Link) *mesh {
+	t.Helper()
+	lab := labnet.New(t, bins)
+	m := &mesh{lab: lab, ends: map[string][]string{}}
+	for i := range nodes {
+		m.nodes = append(m.nodes, lab.AddNode(fmt.Sprintf("node-%d", i), fmt.Sprintf("eth%d", i)))
+	}
+	publishDaemons(t, lab, m.nodes...)
+	lab.Namespace("lab")
+	uids := map[int]bool{}
+	for i, spec := range specs {
 		name := meshPodName(i)
-		topology(t, lab, name, specs[i]...)
-		for _, l := range specs[i] {
+		topology(t, lab, name, spec...)
+		for _, l := range spec {
 			m.ends[name] = append(m.ends[name], l.LocalIntf)
+			uids[l.UID] = true
 		}
 		m.pods = append(m.pods, lab.AddPod(m.nodes[i%nodes], "lab", name))
 	}
+	m.links = len(uids)
+	pods := len(specs)
 
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -279,9 +294,10 @@ func allLinks(s v1beta1.LinkState) func(*v1beta1.Topology) bool {
 }
 
 // batch issues one edit batch setting every link to s and returns the time
-// from its first update until the API server accepted the last, until the
-// kernel has every link changed, and until every status says so.
-func (m *mesh) batch(t testing.TB, s v1beta1.LinkState, within time.Duration) (edits, kernel, status time.Duration) {
+// from its first update until the API server accepted the last
+// (c.edits), until the kernel has every link changed, and until every
+// status says so, with the processor time and API requests it cost.
+func (m *mesh) batch(t testing.TB, s v1beta1.LinkState, within time.Duration) (c cost) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
@@ -289,22 +305,25 @@ func (m *mesh) batch(t testing.TB, s v1beta1.LinkState, within time.Duration) (e
 	if err != nil {
 		t.Fatal(err)
 	}
+	cpu0, req0 := m.usage(t)
 	start := time.Now()
 	var serr error
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		serr = m.waitStatus(ctx, allLinks(s))
-		status = time.Since(start)
+		c.status = time.Since(start)
 	})
 	eerr := m.editAll(t, s)
-	edits = time.Since(start)
+	c.edits = time.Since(start)
 	last, kerr := waitKernel()
-	kernel = last.Sub(start)
+	c.kernel = last.Sub(start)
 	wg.Wait()
 	if err := errors.Join(eerr, kerr, serr); err != nil {
 		t.Fatalf("batch %s: %v", s, err)
 	}
-	return edits, kernel, status
+	cpu1, req1 := m.usage(t)
+	c.cpu, c.requests = cpu1.Sub(cpu0), req1.Sub(req0)
+	return c
 }
 
 // BenchmarkKernelBatch1000Links wires 200 pods of 10 links each (1,000
@@ -313,25 +332,34 @@ func (m *mesh) batch(t testing.TB, s v1beta1.LinkState, within time.Duration) (e
 // per Topology, all at once, from the first update until the API server
 // accepted the last (edits-s), until every end is changed in its pod's
 // kernel (kernel-s) and until every status is converged and says so
-// (status-s).
+// (status-s), with the processor time of the API server, the ten
+// meshnetds and the controller over the batch. The API requests of each
+// batch are logged.
 func BenchmarkKernelBatch1000Links(b *testing.B) {
 	m := newMesh(b, 10, 200)
 	if m.links != 1000 {
 		b.Fatalf("mesh has %d links, want 1000", m.links)
 	}
-	var edits, kernel, status []time.Duration
+	var edits, kernel, status, apiserver, meshnetd, ctrl []time.Duration
 	for b.Loop() {
 		s := v1beta1.LinkDown
 		if len(kernel)%2 == 1 {
 			s = v1beta1.LinkUp
 		}
-		e, k, st := m.batch(b, s, 2*time.Minute)
-		b.Logf("batch %d (%s): edits accepted %v, kernel %v, status %v", len(kernel), s, e.Round(time.Millisecond), k.Round(time.Millisecond), st.Round(time.Millisecond))
-		edits, kernel, status = append(edits, e), append(kernel, k), append(status, st)
+		c := m.batch(b, s, 2*time.Minute)
+		b.Logf("batch %d (%s): edits accepted %v, kernel %v, status %v; cpu: %v; requests: %v", len(kernel), s,
+			c.edits.Round(time.Millisecond), c.kernel.Round(time.Millisecond), c.status.Round(time.Millisecond), c.cpu, c.requests)
+		edits, kernel, status = append(edits, c.edits), append(kernel, c.kernel), append(status, c.status)
+		apiserver = append(apiserver, c.cpu.Sum("kube-apiserver"))
+		meshnetd = append(meshnetd, c.cpu.Sum("meshnetd/"))
+		ctrl = append(ctrl, c.cpu.Sum("controller"))
 	}
 	b.ReportMetric(controller.MedianSeconds(edits), "edits-s")
 	b.ReportMetric(controller.MedianSeconds(kernel), "kernel-s")
 	b.ReportMetric(controller.MedianSeconds(status), "status-s")
+	b.ReportMetric(controller.MedianSeconds(apiserver), "apiserver-cpu-s")
+	b.ReportMetric(controller.MedianSeconds(meshnetd), "meshnetd-cpu-s")
+	b.ReportMetric(controller.MedianSeconds(ctrl), "controller-cpu-s")
 	b.ReportMetric(0, "ns/op")
 }
 
@@ -344,8 +372,8 @@ func TestKernelBatchConverges(t *testing.T) {
 		t.Fatalf("mesh has %d links, want 200", m.links)
 	}
 	for _, s := range []v1beta1.LinkState{v1beta1.LinkDown, v1beta1.LinkUp} {
-		e, k, st := m.batch(t, s, time.Minute)
-		t.Logf("batch %s: edits accepted %v, kernel %v, status %v", s, e.Round(time.Millisecond), k.Round(time.Millisecond), st.Round(time.Millisecond))
+		c := m.batch(t, s, time.Minute)
+		t.Logf("batch %s: edits accepted %v, kernel %v, status %v; requests: %v", s, c.edits.Round(time.Millisecond), c.kernel.Round(time.Millisecond), c.status.Round(time.Millisecond), c.requests)
 	}
 	// Both veth ends up again: carrier is back everywhere.
 	for _, p := range m.pods {

@@ -112,10 +112,26 @@ func PeerPolicy() auth.Policy {
 		}
 		return ""
 	}
+	// A batch acts in its ends' one namespace; ends of several namespaces
+	// ask for access in all of them ("").
+	ends := func(req any) string {
+		r, ok := req.(*meshnetv1.SetRemoteStatesRequest)
+		if !ok || len(r.GetEnds()) == 0 {
+			return ""
+		}
+		ns := end(r.GetEnds()[0])
+		for _, e := range r.GetEnds() {
+			if end(e) != ns {
+				return ""
+			}
+		}
+		return ns
+	}
 	return auth.Policy{
 		meshnetv1.PeerService_CreateRemoteEnd_FullMethodName: access(end),
 		meshnetv1.PeerService_DeleteRemoteEnd_FullMethodName: access(end),
 		meshnetv1.PeerService_SetRemoteState_FullMethodName:  access(end),
+		meshnetv1.PeerService_SetRemoteStates_FullMethodName: access(ends),
 	}
 }
 

@@ -17,10 +17,16 @@ func (l *Lab) StartController(n *Node, name string, args ...string) (*Process, e
 		"--kubeconfig", l.nodeKubeconfig, "--token-file", l.tokenFile,
 		"--daemon-namespace", SystemNamespace, "--leader-election-namespace", SystemNamespace,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, args...)
+	if l.opts.Profiling {
+		argv = append(argv, "--pprof-bind-address", fmt.Sprintf(":%d", ProfilePort))
+	}
 	p, err := startIn(name, n.Netns, filepath.Join(l.opts.Dir, name+".log"), argv...)
 	if err != nil {
 		return nil, fmt.Errorf("start meshnet-controller %s: %w", name, err)
 	}
 	l.onClose(func() error { return p.Stop(syscall.SIGTERM, 20*time.Second) })
+	l.mu.Lock()
+	l.controllers = append(l.controllers, p)
+	l.mu.Unlock()
 	return p, nil
 }

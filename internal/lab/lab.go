@@ -36,6 +36,8 @@ const (
 	// GRPCPort and HTTPPort are every node's meshnetd ports.
 	GRPCPort = 51111
 	HTTPPort = 51112
+	// ProfilePort serves a controller's pprof with Options.Profiling.
+	ProfilePort = 51113
 	// apiPort is where each node namespace reaches the API server.
 	apiPort = 6443
 	// SystemNamespace holds meshnetd's Service endpoints, service accounts
@@ -74,7 +76,10 @@ type Options struct {
 	// HostAccess puts the host on the node network at HostIP, so that
 	// grpcurl and curl on the host reach each node's meshnetd.
 	HostAccess bool
-	Log        *slog.Logger
+	// Profiling serves net/http/pprof from every meshnetd (its HTTP port)
+	// and controller (ProfilePort), for profiling the lab's programs.
+	Profiling bool
+	Log       *slog.Logger
 }
 
 // Lab is a running emulated cluster. Close removes every trace of it.
@@ -94,8 +99,10 @@ type Lab struct {
 	mu    sync.Mutex
 	undo  []func() error
 	nodes []*Node
-	used  map[netip.Addr]bool // node-network addresses handed out
-	seq   int                 // fabric interfaces made
+	// controllers are those StartController started, for CPU.
+	controllers []*Process
+	used        map[netip.Addr]bool // node-network addresses handed out
+	seq         int                 // fabric interfaces made
 }
 
 // New starts a control plane and the node network. On error, what was

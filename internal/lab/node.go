@@ -144,7 +144,8 @@ func (n *Node) Start() error {
 		"--socket", n.Socket, "--grpc-addr", fmt.Sprintf(":%d", GRPCPort), "--http-addr", fmt.Sprintf(":%d", HTTPPort),
 		"--state-dir", n.StateDir, "--cni-bin-dir", n.BinDir, "--cni-conf-dir", n.ConfDir,
 		"--cni-plugin", b.MeshnetCNI, "--kubeconfig", n.lab.nodeKubeconfig,
-		"--daemon-namespace", SystemNamespace, "--token-file", n.lab.tokenFile, "--log-format", "text")
+		"--daemon-namespace", SystemNamespace, "--token-file", n.lab.tokenFile, "--log-format", "text",
+		fmt.Sprintf("--pprof=%t", n.lab.opts.Profiling))
 	if err != nil {
 		return err
 	}

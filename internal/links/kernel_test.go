@@ -226,10 +226,11 @@ func TestKernelVethAdminDownIsCablePull(t *testing.T) {
 	}
 	mustPing(t, a, "10.0.0.2")
 
-	saved, err := SetAdminDown(a, "eth1")
-	if err != nil {
+	down := SetAdminDown(a, "eth1")
+	if err := down.Err(); err != nil {
 		t.Fatal(err)
 	}
+	saved := down.Saved["eth1"]
 	if len(saved.Routes) != len(routes) || !slices.Contains(saved.Addrs, pfx("fd00::1/64")) {
 		t.Fatalf("saved %+v, want the %d routes and fd00::1/64", saved, len(routes))
 	}
@@ -248,7 +249,7 @@ func TestKernelVethAdminDownIsCablePull(t *testing.T) {
 	}
 	mustNotPing(t, b, "10.0.0.1")
 
-	if err := SetAdminUp(a, "eth1", saved); err != nil {
+	if err := SetAdminUp(a, map[string]Saved{"eth1": saved}).Err(); err != nil {
 		t.Fatal(err)
 	}
 	waitCarrier(t, a, "eth1", true)
@@ -325,7 +326,7 @@ func TestKernelVXLAN(t *testing.T) {
 
 	// VXLAN does not carry carrier: the remote end's down leaves the local
 	// end with carrier, so the remote must be taken down by its own node.
-	if _, err := SetAdminDown(p2, "eth1"); err != nil {
+	if err := SetAdminDown(p2, "eth1").Err(); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond)

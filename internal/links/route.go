@@ -121,16 +121,29 @@ func StaticRoutes(ns *Netns, dev string) ([]Route, error) {
 	if l == nil {
 		return nil, fmt.Errorf("list routes: no interface %s in netns %s", dev, ns.path)
 	}
-	filter := &netlink.Route{LinkIndex: l.Attrs().Index, Table: unix.RT_TABLE_UNSPEC}
+	rs, err := staticRoutes(ns, map[int]string{l.Attrs().Index: dev})
+	return rs[dev], err
+}
+
+// staticRoutes is StaticRoutes for the interfaces of devs (name by index),
+// by name: one dump of ns's routes for one interface or many.
+func staticRoutes(ns *Netns, devs map[int]string) (map[string][]Route, error) {
+	filter, mask := &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, uint64(netlink.RT_FILTER_TABLE)
+	if len(devs) == 1 {
+		for index := range devs {
+			filter.LinkIndex, mask = index, mask|netlink.RT_FILTER_OIF
+		}
+	}
 	nrs, err := retryDump(func() ([]netlink.Route, error) {
-		return ns.h.RouteListFiltered(netlink.FAMILY_ALL, filter, netlink.RT_FILTER_OIF|netlink.RT_FILTER_TABLE)
+		return ns.h.RouteListFiltered(netlink.FAMILY_ALL, filter, mask)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list routes through %s in netns %s: %w", dev, ns.path, err)
+		return nil, fmt.Errorf("list routes in netns %s: %w", ns.path, err)
 	}
-	var out []Route
+	out := map[string][]Route{}
 	for _, nr := range nrs {
-		if (nr.Protocol != unix.RTPROT_STATIC && nr.Protocol != unix.RTPROT_BOOT) || nr.Type != unix.RTN_UNICAST {
+		dev, ok := devs[nr.LinkIndex]
+		if !ok || (nr.Protocol != unix.RTPROT_STATIC && nr.Protocol != unix.RTPROT_BOOT) || nr.Type != unix.RTN_UNICAST {
 			continue
 		}
 		dst, ok := prefixOf(nr.Dst)
@@ -141,7 +154,7 @@ func StaticRoutes(ns *Netns, dev string) ([]Route, error) {
 		if gw, ok := netip.AddrFromSlice(nr.Gw); ok {
 			r.Gw = gw.Unmap()
 		}
-		out = append(out, r)
+		out[dev] = append(out[dev], r)
 	}
 	return out, nil
 }

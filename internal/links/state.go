@@ -1,8 +1,11 @@
 package links
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -58,63 +61,135 @@ type Saved struct {
 	Addrs  []netip.Prefix // global IPv6 addresses
 }
 
-// SetAdminDown takes interface name in ns down, as pulling a cable would (a
-// veth's peer loses carrier too; a vxlan's remote end does not, its node must
-// take it down). It returns what the kernel flushes, for SetAdminUp.
-func SetAdminDown(ns *Netns, name string) (Saved, error) {
-	l, err := ns.linkByName(name)
-	if err != nil {
-		return Saved{}, err
-	}
-	if l == nil {
-		return Saved{}, fmt.Errorf("set down: no interface %s in netns %s", name, ns.path)
-	}
-	var s Saved
-	if s.Routes, err = StaticRoutes(ns, name); err != nil {
-		return Saved{}, fmt.Errorf("set down: %w", err)
-	}
-	addrs, err := retryDump(func() ([]netlink.Addr, error) { return ns.h.AddrList(l, netlink.FAMILY_V6) })
-	if err != nil {
-		return Saved{}, fmt.Errorf("set down: list addresses of %s in netns %s: %w", name, ns.path, err)
-	}
-	for _, a := range addrs {
-		if p, ok := prefixOf(a.IPNet); ok && a.Scope == unix.RT_SCOPE_UNIVERSE {
-			s.Addrs = append(s.Addrs, p)
-		}
-	}
-	if err := ns.h.LinkSetDown(l); err != nil {
-		return Saved{}, fmt.Errorf("set %s down in netns %s: %w", name, ns.path, err)
-	}
-	return s, nil
+// AdminResult is what SetAdminDown or SetAdminUp did with each interface
+// it was given.
+type AdminResult struct {
+	// Saved is, for SetAdminDown, what the kernel flushed from each
+	// interface it took down, for SetAdminUp.
+	Saved map[string]Saved
+	// Failed is why an interface was not changed (or, for SetAdminUp, not
+	// fully restored).
+	Failed map[string]error
 }
 
-// SetAdminUp brings interface name in ns up and restores s, from
-// SetAdminDown (the zero Saved restores nothing).
-func SetAdminUp(ns *Netns, name string, s Saved) error {
-	l, err := ns.linkByName(name)
-	if err != nil {
-		return err
+// Err joins the failures, ordered by interface; nil when none failed.
+func (r AdminResult) Err() error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(r.Failed)) {
+		errs = append(errs, r.Failed[name])
 	}
-	if l == nil {
-		return fmt.Errorf("set up: no interface %s in netns %s", name, ns.path)
+	return errors.Join(errs...)
+}
+
+func (r *AdminResult) fail(name string, err error) {
+	if r.Failed == nil {
+		r.Failed = map[string]error{}
 	}
-	if err := ns.h.LinkSetUp(l); err != nil {
-		return fmt.Errorf("set %s up in netns %s: %w", name, ns.path, err)
-	}
-	if err := settle(ns, name); err != nil {
-		return fmt.Errorf("set up: %w", err)
-	}
-	for _, p := range s.Addrs {
-		if err := ns.h.AddrReplace(l, nlAddr(p)); err != nil {
-			return fmt.Errorf("set up: restore address %v on %s in netns %s: %w", p, name, ns.path, err)
+	r.Failed[name] = err
+}
+
+// SetAdminDown takes the named interfaces in ns down, as pulling a cable
+// would (a veth's peer loses carrier too; a vxlan's remote end does not,
+// its node must take it down), and saves for each what the kernel flushes,
+// for SetAdminUp. The routes and addresses of all of them are read in one
+// dump each, so that taking N interfaces down costs O(N), not O(N²).
+func SetAdminDown(ns *Netns, names ...string) AdminResult {
+	r := AdminResult{Saved: map[string]Saved{}}
+	byIndex := map[int]string{}
+	found := map[string]netlink.Link{}
+	for _, name := range names {
+		l, err := ns.linkByName(name)
+		switch {
+		case err != nil:
+			r.fail(name, fmt.Errorf("set down: %w", err))
+		case l == nil:
+			r.fail(name, fmt.Errorf("set down: no interface %s in netns %s", name, ns.path))
+		default:
+			found[name], byIndex[l.Attrs().Index] = l, name
 		}
 	}
-	for _, r := range s.Routes {
-		if err := ReplaceRoute(ns, r); err != nil {
-			return fmt.Errorf("set up: restore: %w", err)
+	if len(found) == 0 {
+		return r
+	}
+	routes, err := staticRoutes(ns, byIndex)
+	if err == nil {
+		var addrs []netlink.Addr
+		addrs, err = retryDump(func() ([]netlink.Addr, error) { return ns.h.AddrList(nil, netlink.FAMILY_V6) })
+		for _, a := range addrs {
+			if name, ok := byIndex[a.LinkIndex]; ok {
+				if p, ok := prefixOf(a.IPNet); ok && a.Scope == unix.RT_SCOPE_UNIVERSE {
+					sv := r.Saved[name]
+					sv.Addrs = append(sv.Addrs, p)
+					r.Saved[name] = sv
+				}
+			}
+		}
+		if err != nil {
+			err = fmt.Errorf("list addresses in netns %s: %w", ns.path, err)
 		}
 	}
-	return nil
+	for name, l := range found {
+		if err != nil {
+			r.fail(name, fmt.Errorf("set %s down: %w", name, err))
+			continue
+		}
+		if err := ns.h.LinkSetDown(l); err != nil {
+			r.fail(name, fmt.Errorf("set %s down in netns %s: %w", name, ns.path, err))
+			delete(r.Saved, name)
+			continue
+		}
+		sv := r.Saved[name]
+		sv.Routes = routes[name]
+		r.Saved[name] = sv
+	}
+	for name := range r.Failed {
+		delete(r.Saved, name)
+	}
+	return r
+}
+
+// SetAdminUp brings each interface of saved up in ns and restores what
+// SetAdminDown saved of it (the zero Saved restores nothing). It waits for
+// the kernel to act on the carrier of all of them at once, not one by one:
+// the kernel's link watch runs at most once a second for some kinds.
+func SetAdminUp(ns *Netns, saved map[string]Saved) AdminResult {
+	var r AdminResult
+	up := map[string]netlink.Link{}
+	for name := range saved {
+		l, err := ns.linkByName(name)
+		switch {
+		case err != nil:
+			r.fail(name, fmt.Errorf("set up: %w", err))
+		case l == nil:
+			r.fail(name, fmt.Errorf("set up: no interface %s in netns %s", name, ns.path))
+		default:
+			if err := ns.h.LinkSetUp(l); err != nil {
+				r.fail(name, fmt.Errorf("set %s up in netns %s: %w", name, ns.path, err))
+				continue
+			}
+			up[name] = l
+		}
+	}
+	for name, err := range settleAll(ns, slices.Collect(maps.Keys(up))) {
+		r.fail(name, fmt.Errorf("set up: %w", err))
+		delete(up, name)
+	}
+	for name, l := range up {
+		s := saved[name]
+		for _, p := range s.Addrs {
+			if err := ns.h.AddrReplace(l, nlAddr(p)); err != nil {
+				r.fail(name, fmt.Errorf("set up: restore address %v on %s in netns %s: %w", p, name, ns.path, err))
+				break
+			}
+		}
+		for _, rt := range s.Routes {
+			if err := ReplaceRoute(ns, rt); err != nil {
+				r.fail(name, fmt.Errorf("set up: restore: %w", err))
+				break
+			}
+		}
+	}
+	return r
 }
 
 // settleTimeout bounds the wait for the kernel's link watch (see settle).
@@ -130,22 +205,72 @@ const settleTimeout = 2 * time.Second
 // few milliseconds, but runs for non-urgent events (veth and vxlan ends) at
 // most once a second, and hundreds of ends waiting on it in a batch must not
 // spin on netlink.
-func settle(ns *Netns, name string) error {
+func settle(ns *Netns, name string) error { return settleAll(ns, []string{name})[name] }
+
+// settleAll is settle for many interfaces, with one read of ns per poll:
+// it returns the interfaces still pending at the deadline, or whose read
+// failed.
+func settleAll(ns *Netns, names []string) map[string]error {
+	failed := map[string]error{}
+	if len(names) == 0 {
+		return failed
+	}
 	deadline := time.Now().Add(settleTimeout)
+	pending := slices.Clone(names)
 	for pause := 5 * time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
-		l, err := ns.linkByName(name)
-		if err != nil || l == nil {
-			return err
+		attrs, err := linkAttrs(ns, pending)
+		if err != nil {
+			for _, name := range pending {
+				failed[name] = err
+			}
+			return failed
 		}
-		a := l.Attrs()
-		pending := a.RawFlags&unix.IFF_LOWER_UP != 0 &&
-			(a.OperState == netlink.OperDown || a.OperState == netlink.OperLowerLayerDown)
-		if !pending {
-			return nil
+		pending = slices.DeleteFunc(pending, func(name string) bool {
+			a, ok := attrs[name]
+			return !ok || !(a.RawFlags&unix.IFF_LOWER_UP != 0 &&
+				(a.OperState == netlink.OperDown || a.OperState == netlink.OperLowerLayerDown))
+		})
+		if len(pending) == 0 {
+			return failed
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s in netns %s has carrier but is still oper %s after %v", name, ns.path, a.OperState, settleTimeout)
+			for _, name := range pending {
+				failed[name] = fmt.Errorf("%s in netns %s has carrier but is still oper %s after %v", name, ns.path, attrs[name].OperState, settleTimeout)
+			}
+			return failed
 		}
 		time.Sleep(pause)
 	}
+}
+
+// linkAttrs reads the named interfaces of ns: one request each when they
+// are few, one dump when they are many. An interface gone is left out.
+func linkAttrs(ns *Netns, names []string) (map[string]*netlink.LinkAttrs, error) {
+	out := make(map[string]*netlink.LinkAttrs, len(names))
+	if len(names) <= 8 {
+		for _, name := range names {
+			l, err := ns.linkByName(name)
+			if err != nil {
+				return nil, err
+			}
+			if l != nil {
+				out[name] = l.Attrs()
+			}
+		}
+		return out, nil
+	}
+	all, err := retryDump(ns.h.LinkList)
+	if err != nil {
+		return nil, fmt.Errorf("list links in netns %s: %w", ns.path, err)
+	}
+	want := map[string]bool{}
+	for _, name := range names {
+		want[name] = true
+	}
+	for _, l := range all {
+		if want[l.Attrs().Name] {
+			out[l.Attrs().Name] = l.Attrs()
+		}
+	}
+	return out, nil
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -77,6 +75,14 @@ func (s *Server) apply(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*me
 	if err := v.err(); err != nil {
 		return nil, err
 	}
+	leave, err := s.applying.enter(ctx, podstore.Key{Namespace: req.GetNamespace(), Name: req.GetPod()})
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
+	// The watcher reads the pod at the end of the call (Refresh), not at
+	// each step of it.
+	defer s.watch.Hold(podstore.Key{Namespace: req.GetNamespace(), Name: req.GetPod()})()
 	// The pod's set of links first, as its Topology has it now (before any
 	// lock of this call: the wiring takes the links' locks itself).
 	var failed []error
@@ -125,12 +131,34 @@ func (s *Server) apply(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*me
 		if g := req.GetGeneration(); g != 0 && g < st.Generation {
 			return changed, status.Errorf(codes.Aborted, "pod %s: generation %d is older than %d, already converged", p.Key(), g, st.Generation)
 		}
+		// Admin states in one batch: one dump of the pod's routes and
+		// addresses, one wait for carrier, however many links.
+		admin := map[string]bool{}
+		for _, pl := range plans {
+			if pl.wired && pl.spec.State != nil {
+				admin[pl.link.LocalIntf] = pl.spec.GetState() == meshnetv1.LinkState_LINK_STATE_UP
+			}
+		}
+		set, stateFailed := changeAdmins(n, st, devs, admin)
+		for _, intf := range set {
+			s.logChange(true, "link admin state set", p, "link", intf, "up", admin[intf])
+		}
+		changed = changed || len(set) > 0
 		for _, pl := range plans {
 			if !pl.wired {
 				continue
 			}
+			if err := ctx.Err(); err != nil {
+				// Cancelled, or past its deadline: what is left is the
+				// retry's, which waits for this call (see applying).
+				failed = append(failed, status.FromContextError(err).Err())
+				break
+			}
 			c, err := s.convergeLink(n, st, p, pl, devs[pl.link.LocalIntf].State)
 			changed = changed || c
+			if err == nil {
+				err = stateFailed[pl.link.LocalIntf]
+			}
 			if err != nil {
 				st.LastError[pl.link.LocalIntf] = err.Error()
 				failed = append(failed, fmt.Errorf("%s: %w", pl.link.LocalIntf, err))
@@ -166,39 +194,35 @@ func (s *Server) apply(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*me
 	if err != nil {
 		return nil, err
 	}
-	// Far ends after the local locks are released (see setAdmin), all at
-	// once: each waits on its peer node and on the peer pod's locks.
-	// changedFar is those this call changed, whose pods' statuses need
-	// reading back even when the rest of the call failed.
-	far := make([]error, len(plans))
-	changedFar := make([]*meshnetv1.LinkResult, len(plans))
-	var wg sync.WaitGroup
-	for i, pl := range plans {
-		if !pl.wired || pl.spec.State == nil || pl.link.Kind != v1beta1.LinkKindVXLAN {
-			continue
+	// Far ends after the local locks are released (see setAdmin), in one
+	// call per peer node. changedFar is those this call changed, whose
+	// pods' statuses need reading back even when the rest of the call
+	// failed.
+	var remote []RemoteState
+	for _, pl := range plans {
+		if pl.wired && pl.spec.State != nil && pl.link.Kind == v1beta1.LinkKindVXLAN {
+			remote = append(remote, RemoteState{Link: pl.link, Up: pl.spec.GetState() == meshnetv1.LinkState_LINK_STATE_UP})
 		}
-		up := pl.spec.GetState() == meshnetv1.LinkState_LINK_STATE_UP
-		wg.Go(func() {
-			changed, err := s.remote.SetRemoteState(ctx, pl.link, p.Key(), up)
-			if err != nil {
-				far[i] = fmt.Errorf("%s: peer's end: %w", pl.link.LocalIntf, err)
-			}
-			if changed {
-				changedFar[i] = &meshnetv1.LinkResult{Interface: pl.link.LocalIntf, Uid: uint32(pl.link.UID),
-					Kind: meshnetv1.LinkKind_LINK_KIND_VXLAN, Peer: peerOf(p, pl.link), PeerEndChanged: true}
-			}
-		})
 	}
-	wg.Wait()
-	changedFar = slices.DeleteFunc(changedFar, func(r *meshnetv1.LinkResult) bool { return r == nil })
-	for _, err := range far {
-		if err != nil {
-			failed = append(failed, err)
+	var changedFar []*meshnetv1.LinkResult
+	if len(remote) > 0 && ctx.Err() == nil {
+		for i, r := range s.remote.SetRemoteStates(ctx, p.Key(), remote) {
+			l := remote[i].Link
+			if r.Err != nil {
+				failed = append(failed, fmt.Errorf("%s: peer's end: %w", l.LocalIntf, r.Err))
+			}
+			if r.Changed {
+				changedFar = append(changedFar, &meshnetv1.LinkResult{Interface: l.LocalIntf, Uid: uint32(l.UID),
+					Kind: meshnetv1.LinkKind_LINK_KIND_VXLAN, Peer: peerOf(p, l), PeerEndChanged: true})
+			}
 		}
 	}
 	if len(failed) > 0 {
 		code := codes.Internal
-		if errors.Is(errors.Join(failed...), netem.ErrNoNetem) || errors.Is(errors.Join(failed...), netem.ErrForeignQdisc) {
+		switch {
+		case ctx.Err() != nil:
+			code = status.FromContextError(ctx.Err()).Code()
+		case errors.Is(errors.Join(failed...), netem.ErrNoNetem) || errors.Is(errors.Join(failed...), netem.ErrForeignQdisc):
 			code = codes.FailedPrecondition
 		}
 		st := status.Newf(code, "apply pod %s: %v", p.Key(), errors.Join(failed...))
@@ -293,7 +317,8 @@ func (s *Server) plan(v *violations, p podstore.Pod, req *meshnetv1.ApplyPodRequ
 	return plans, extra
 }
 
-// convergeLink brings one link to the fields its spec has; fields the
+// convergeLink brings one link to the MTU and netem its spec has (its admin
+// state is set for all links at once, by changeAdmins); fields the
 // kernel already has are not touched, so a repeated apply changes nothing.
 func (s *Server) convergeLink(n *podNetns, st *podState, p podstore.Pod, pl linkPlan, cur links.State) (bool, error) {
 	intf := pl.link.LocalIntf
@@ -309,14 +334,6 @@ func (s *Server) convergeLink(n *podNetns, st *podState, p podstore.Pod, pl link
 		if err := setPeerMTU(*pl.peer, pl.link.PeerIntf, int(pl.spec.GetMtu())); err != nil {
 			return changed, err
 		}
-	}
-	if pl.spec.State != nil {
-		c, err := changeAdmin(n, st, intf, pl.spec.GetState() == meshnetv1.LinkState_LINK_STATE_UP)
-		if err != nil {
-			return changed, err
-		}
-		changed = changed || c
-		s.logChange(c, "link admin state set", p, "link", intf, "state", pl.spec.GetState().String())
 	}
 	if pl.spec.GetNetem() != nil {
 		var c bool

@@ -120,11 +120,16 @@ func addr(s string) netip.Addr  { return netip.MustParseAddr(s) }
 // PeerService client instead.
 type directPeer struct{ peer *linkserver.Server }
 
-func (d directPeer) SetRemoteState(ctx context.Context, l podstore.Link, pod podstore.Key, isUp bool) (bool, error) {
-	state := down
-	if isUp {
-		state = up
+func (d directPeer) SetRemoteStates(ctx context.Context, pod podstore.Key, ends []linkserver.RemoteState) []linkserver.RemoteResult {
+	out := make([]linkserver.RemoteResult, len(ends))
+	for i, e := range ends {
+		state := down
+		if e.Up {
+			state = up
+		}
+		peer := podstore.Key{Namespace: pod.Namespace, Name: e.Link.PeerPod}
+		r := d.peer.SetEndStates(ctx, peer, map[string]meshnetv1.LinkState{e.Link.PeerIntf: state})[e.Link.PeerIntf]
+		out[i] = linkserver.RemoteResult{Changed: r.Changed, Err: r.Err}
 	}
-	_, changed, err := d.peer.SetEndState(ctx, podstore.Key{Namespace: pod.Namespace, Name: l.PeerPod}, l.PeerIntf, state)
-	return changed, err
+	return out
 }

@@ -215,6 +215,19 @@ func TestKernelVXLANCablePull(t *testing.T) {
 	if !apply(up) {
 		t.Fatal("ApplyPod up after the failed call: far end not reported as changed")
 	}
+
+	// A call cancelled before it starts (a controller that gave up) does
+	// nothing, on this node and on the peer's: its retry is the one that
+	// changes the link.
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = stA.Server.ApplyPod(cancelled, &meshnetv1.ApplyPodRequest{Namespace: ns, Pod: "r1", Links: []*meshnetv1.LinkSpec{{Interface: "eth1", State: &down}}})
+	mustCode(t, "cancelled ApplyPod", err, codes.Canceled)
+	r := stB.Server.SetEndStates(cancelled, podstore.Key{Namespace: ns, Name: "r2"}, map[string]meshnetv1.LinkState{"eth1": down})
+	mustCode(t, "cancelled SetEndStates", r["eth1"].Err, codes.Canceled)
+	if !mustState(t, p1, "eth1").AdminUp || !mustState(t, p2, "eth1").AdminUp {
+		t.Fatal("a cancelled call changed an end")
+	}
 }
 
 // TestKernelSetRoutes replaces the managed route set: additions,

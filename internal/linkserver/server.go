@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -41,10 +42,23 @@ import (
 // peer's node can change: VXLAN carries no carrier, so a cable pull takes
 // both nodes. The wiring's PeerService client satisfies it.
 type RemoteEnds interface {
-	// SetRemoteState sets the admin state of the peer's end of link, a
-	// VXLAN link of pod on this node; changed is false when it was so
-	// already.
-	SetRemoteState(ctx context.Context, link podstore.Link, pod podstore.Key, up bool) (changed bool, err error)
+	// SetRemoteStates sets the admin state of the peer's ends of links,
+	// VXLAN links of pod on this node: one call per peer node, however
+	// many links. It returns one result per end, in order.
+	SetRemoteStates(ctx context.Context, pod podstore.Key, ends []RemoteState) []RemoteResult
+}
+
+// RemoteState is the admin state wanted for the far end of Link.
+type RemoteState struct {
+	Link podstore.Link
+	Up   bool
+}
+
+// RemoteResult is what became of one far end: Changed when it was not in
+// that state already, or why it was not set.
+type RemoteResult struct {
+	Changed bool
+	Err     error
 }
 
 // Config is what a Server works on.
@@ -78,9 +92,11 @@ type Server struct {
 	remote RemoteEnds
 	wirer  LinkSyncer
 	watch  *linkwatch.Watcher
-	node   string
-	nodeIP netip.Addr
-	log    *slog.Logger
+	// applying lets one ApplyPod at a time work on a pod.
+	applying gate
+	node     string
+	nodeIP   netip.Addr
+	log      *slog.Logger
 }
 
 // LinkSyncer is the wiring, which makes and removes links: ApplyPod has it
@@ -227,32 +243,46 @@ func kernelErr(err error) error {
 	return status.Error(codes.Internal, err.Error())
 }
 
-// changeAdmin sets intf up or down, keeping what down flushes in st for the
-// up. It reports whether it changed anything; the caller saves st.
-func changeAdmin(n *podNetns, st *podState, intf string, up bool) (bool, error) {
-	cur, err := links.ReadState(n.links, intf)
-	if err != nil {
-		return false, err
-	}
-	saved, wasDown := st.Down[intf]
-	switch {
-	case !up && cur.AdminUp:
-		sv, err := links.SetAdminDown(n.links, intf)
-		if err != nil {
-			return false, err
+// changeAdmins sets each interface of want up (true) or down, from its
+// state in cur, keeping what down flushes in st for the up: one batch in
+// the kernel, however many interfaces. changed lists the interfaces it
+// changed, failed those it could not; the caller saves st.
+func changeAdmins(n *podNetns, st *podState, cur map[string]links.Interface, want map[string]bool) (changed []string, failed map[string]error) {
+	var down []string
+	up := map[string]links.Saved{}
+	for intf, u := range want {
+		saved, wasDown := st.Down[intf]
+		switch adminUp := cur[intf].AdminUp; {
+		case !u && adminUp:
+			down = append(down, intf)
+		case !u, adminUp && !wasDown:
+			// Already so; a down keeps what the first down saved.
+		default:
+			up[intf] = saved.links()
 		}
-		st.Down[intf] = fromSaved(sv)
-		return true, nil
-	case !up:
-		return false, nil // already down: keep what the first down saved
-	case cur.AdminUp && !wasDown:
-		return false, nil
 	}
-	if err := links.SetAdminUp(n.links, intf, saved.links()); err != nil {
-		return false, err
+	failed = map[string]error{}
+	if len(down) > 0 {
+		r := links.SetAdminDown(n.links, down...)
+		for intf, sv := range r.Saved {
+			st.Down[intf] = fromSaved(sv)
+			changed = append(changed, intf)
+		}
+		maps.Copy(failed, r.Failed)
 	}
-	delete(st.Down, intf)
-	return true, nil
+	if len(up) > 0 {
+		r := links.SetAdminUp(n.links, up)
+		for intf := range up {
+			if err, bad := r.Failed[intf]; bad {
+				failed[intf] = err
+				continue
+			}
+			delete(st.Down, intf)
+			changed = append(changed, intf)
+		}
+	}
+	slices.Sort(changed)
+	return changed, failed
 }
 
 // setAdmin changes a link's admin state on this node and, when remote is
@@ -272,11 +302,18 @@ func (s *Server) setAdmin(ctx context.Context, p podstore.Pod, l podstore.Link, 
 			return err
 		}
 		defer n.Close()
-		changed, err = changeAdmin(n, &st, l.LocalIntf, up)
+		cur, err := readInterfaces(n.links, l.LocalIntf)
 		if err != nil {
+			return status.Error(codes.Internal, err.Error())
+		}
+		if _, ok := cur[l.LocalIntf]; !ok {
+			return status.Errorf(codes.NotFound, "pod %s: no interface %s in its network namespace", p.Key(), l.LocalIntf)
+		}
+		c, failed := changeAdmins(n, &st, cur, map[string]bool{l.LocalIntf: up})
+		if err := failed[l.LocalIntf]; err != nil {
 			return kernelErr(err)
 		}
-		if changed {
+		if changed = len(c) > 0; changed {
 			s.log.Info("link admin state set", "pod", p.Key().String(), "link", l.LocalIntf, "node", s.node, "up", up)
 			if err := s.states.save(p.Key(), st); err != nil {
 				return status.Error(codes.Internal, err.Error())
@@ -284,10 +321,10 @@ func (s *Server) setAdmin(ctx context.Context, p podstore.Pod, l podstore.Link, 
 		}
 		return nil
 	}()
-	if err != nil || !remote || l.Kind != "vxlan" {
+	if err != nil || !remote || l.Kind != v1beta1.LinkKindVXLAN {
 		return changed, err
 	}
-	if _, err := s.remote.SetRemoteState(ctx, l, p.Key(), up); err != nil {
+	if err := s.remote.SetRemoteStates(ctx, p.Key(), []RemoteState{{Link: l, Up: up}})[0].Err; err != nil {
 		code := status.Code(err)
 		if code == codes.Unknown || code == codes.OK {
 			code = codes.Unavailable
@@ -332,27 +369,92 @@ func (s *Server) needRemote(p podstore.Pod, l podstore.Link) error {
 	return nil
 }
 
-// SetEndState sets the admin state of this node's end of a link and nothing
-// else: what PeerService.SetRemoteState does for a peer node's meshnetd.
-// changed is false when the end was in that state already.
-func (s *Server) SetEndState(ctx context.Context, pod podstore.Key, intf string, state meshnetv1.LinkState) (_ *meshnetv1.LinkStatus, changed bool, err error) {
+// SetEndStates sets the admin state of ends of a pod on this node and
+// nothing else: what PeerService.SetRemoteStates does for a peer node's
+// meshnetd. The pod is locked, read and saved once for all of them. Each
+// end has its own result: changed when it was not in that state already,
+// or why it was not set.
+func (s *Server) SetEndStates(ctx context.Context, pod podstore.Key, states map[string]meshnetv1.LinkState) map[string]EndResult {
+	out := make(map[string]EndResult, len(states))
+	failAll := func(err error) map[string]EndResult {
+		for intf := range states {
+			out[intf] = EndResult{Err: err}
+		}
+		return out
+	}
 	var v violations
 	v.namespace(pod.Namespace)
 	v.pod("pod", pod.Name)
-	v.ifname("interface", intf)
-	v.state("state", state)
 	if err := v.err(); err != nil {
-		return nil, false, err
+		return failAll(err)
 	}
-	p, l, err := s.lookupLink(pod.Namespace, pod.Name, intf)
+	p, err := s.lookup(pod.Namespace, pod.Name)
+	if err != nil {
+		return failAll(err)
+	}
+	want := map[string]bool{}
+	for intf, state := range states {
+		var v violations
+		v.ifname("interface", intf)
+		v.state("state", state)
+		if err := v.err(); err != nil {
+			out[intf] = EndResult{Err: err}
+			continue
+		}
+		if _, ok := linkOf(p, intf); !ok {
+			out[intf] = EndResult{Err: status.Errorf(codes.NotFound, "pod %s has no meshnet link %s", p.Key(), intf)}
+			continue
+		}
+		want[intf] = state == meshnetv1.LinkState_LINK_STATE_UP
+	}
+	if len(want) == 0 {
+		return out
+	}
+	if err := ctx.Err(); err != nil {
+		return failAll(status.FromContextError(err).Err())
+	}
+	var failed map[string]error
+	err = s.withPod(p, nil, func(n *podNetns, st *podState, devs map[string]links.Interface) (bool, error) {
+		var changed []string
+		changed, failed = changeAdmins(n, st, devs, want)
+		for _, intf := range changed {
+			out[intf] = EndResult{Changed: true}
+			s.log.Info("link admin state set", "pod", p.Key().String(), "link", intf, "node", s.node, "up", want[intf])
+		}
+		return len(changed) > 0, nil
+	})
+	for intf := range want {
+		switch {
+		case err != nil:
+			out[intf] = EndResult{Err: err}
+		case failed[intf] != nil:
+			out[intf] = EndResult{Err: kernelErr(failed[intf])}
+		case !out[intf].Changed:
+			out[intf] = EndResult{}
+		}
+	}
+	return out
+}
+
+// SetEndState is SetEndStates for one end, which it reads back: what
+// PeerService.SetRemoteState does, for peers that send one end per call.
+func (s *Server) SetEndState(ctx context.Context, pod podstore.Key, intf string, state meshnetv1.LinkState) (_ *meshnetv1.LinkStatus, changed bool, err error) {
+	r := s.SetEndStates(ctx, pod, map[string]meshnetv1.LinkState{intf: state})[intf]
+	if r.Err != nil {
+		return nil, false, r.Err
+	}
+	p, err := s.lookup(pod.Namespace, pod.Name)
 	if err != nil {
 		return nil, false, err
 	}
-	if changed, err = s.setAdmin(ctx, p, l, state == meshnetv1.LinkState_LINK_STATE_UP, false); err != nil {
-		return nil, false, err
-	}
 	ls, err := s.readLink(p, intf)
-	return ls, changed, err
+	return ls, r.Changed, err
+}
+
+// EndResult is what SetEndStates did with one end.
+type EndResult struct {
+	Changed bool
+	Err     error
 }
 
 // SetNetem implements meshnetv1.LinkServiceServer.
@@ -874,6 +976,8 @@ func (s *Server) logChange(changed bool, msg string, p podstore.Pod, args ...any
 // it fails part way.
 func (s *Server) withPod(p podstore.Pod, extra []linklock.Key, change func(*podNetns, *podState, map[string]links.Interface) (bool, error)) error {
 	defer s.lockPod(p.Key(), intfsOf(p), extra...)()
+	// The watcher reads the pod once this change is done, not half way.
+	defer s.watch.Hold(p.Key())()
 	st, err := s.states.load(p)
 	if err != nil {
 		return status.Error(codes.Internal, err.Error())

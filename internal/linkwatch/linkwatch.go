@@ -66,6 +66,10 @@ type Watcher struct {
 	rev  uint64
 	pods map[podstore.Key]*pod
 	subs map[*Watch]struct{}
+	// held counts the changes in progress per pod (Hold); deferred marks
+	// the held pods that were touched meanwhile.
+	held     map[podstore.Key]int
+	deferred map[podstore.Key]bool
 
 	reading sync.Map // podstore.Key -> *sync.Mutex: one read of a pod at a time
 }
@@ -76,6 +80,10 @@ type pod struct {
 	events *links.Events
 	links  map[string]*meshnetv1.LinkStatus
 	routes []*meshnetv1.Route
+	// cost is how long the last read took: the next waits at least as long
+	// after a notification, so that a pod of thousands of links changing
+	// for a while is read at most half the time, not back to back.
+	cost time.Duration
 }
 
 // New returns a Watcher; Run starts it.
@@ -91,7 +99,7 @@ func New(cfg Config) *Watcher {
 		log = slog.New(slog.DiscardHandler)
 	}
 	w := &Watcher{cfg: cfg, log: log, queue: workqueue.NewTypedDelayingQueue[podstore.Key](),
-		pods: map[podstore.Key]*pod{}, subs: map[*Watch]struct{}{}}
+		pods: map[podstore.Key]*pod{}, subs: map[*Watch]struct{}{}, held: map[podstore.Key]int{}, deferred: map[podstore.Key]bool{}}
 	cfg.Pods.Notify(w.Touch)
 	return w
 }
@@ -113,6 +121,10 @@ func (w *Watcher) Run(ctx context.Context) {
 				k, quit := w.queue.Get()
 				if quit {
 					return
+				}
+				if w.deferIfHeld(k) {
+					w.queue.Done(k)
+					continue
 				}
 				if _, _, err := w.Refresh(k); err != nil {
 					w.log.Warn("pod not read back", "pod", k.String(), "error", err)
@@ -136,7 +148,52 @@ func (w *Watcher) Run(ctx context.Context) {
 
 // Touch has the pod read again shortly: its record or its kernel state
 // changed.
-func (w *Watcher) Touch(k podstore.Key) { w.queue.AddAfter(k, w.cfg.Settle) }
+func (w *Watcher) Touch(k podstore.Key) {
+	settle := w.cfg.Settle
+	w.mu.Lock()
+	if p := w.pods[k]; p != nil {
+		settle = max(settle, p.cost)
+	}
+	w.mu.Unlock()
+	w.queue.AddAfter(k, settle)
+}
+
+// Hold defers the pod's reads until release: a change in progress (an
+// ApplyPod, a batch of far ends) would have it read again and again half
+// done. release has it read once, if it was touched meanwhile.
+func (w *Watcher) Hold(k podstore.Key) (release func()) {
+	w.mu.Lock()
+	w.held[k]++
+	w.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			w.mu.Lock()
+			w.held[k]--
+			again := w.held[k] == 0 && w.deferred[k]
+			if w.held[k] == 0 {
+				delete(w.held, k)
+				delete(w.deferred, k)
+			}
+			w.mu.Unlock()
+			if again {
+				w.Touch(k)
+			}
+		})
+	}
+}
+
+// deferIfHeld reports whether the pod is held, and if so marks it for a
+// read at its release.
+func (w *Watcher) deferIfHeld(k podstore.Key) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.held[k] == 0 {
+		return false
+	}
+	w.deferred[k] = true
+	return true
+}
 
 // Refresh reads the pod now, sends what changed since the last read, and
 // returns the state read with its revision: every event of a higher
@@ -147,16 +204,22 @@ func (w *Watcher) Refresh(k podstore.Key) (Snapshot, uint64, error) {
 	mu.Lock()
 	defer mu.Unlock()
 
+	// This read covers what any earlier notification deferred by Hold was
+	// about; a notification from now on defers another.
+	w.mu.Lock()
+	delete(w.deferred, k)
+	w.mu.Unlock()
 	rec, ok := w.cfg.Pods.Get(k)
 	if !ok {
 		return Snapshot{}, w.forget(k), nil
 	}
 	w.subscribe(k, rec)
+	start := time.Now()
 	snap, err := w.cfg.Read(rec)
 	if err != nil {
 		return Snapshot{}, 0, err
 	}
-	return snap, w.publish(k, snap), nil
+	return snap, w.publish(k, snap, time.Since(start)), nil
 }
 
 // subscribe makes sure the pod's namespace is followed; a new sandbox
@@ -211,18 +274,20 @@ func (w *Watcher) forget(k podstore.Key) uint64 {
 	}
 	delete(w.pods, k)
 	now := timestamppb.Now()
+	var evs []*meshnetv1.WatchLinksResponse
 	for _, intf := range sortedKeys(p.links) {
-		w.send(event(meshnetv1.LinkEventType_LINK_EVENT_TYPE_DELETED, k, now, p.links[intf], nil))
+		evs = append(evs, event(meshnetv1.LinkEventType_LINK_EVENT_TYPE_DELETED, k, now, p.links[intf], nil))
 	}
 	if len(p.routes) > 0 {
-		w.send(event(meshnetv1.LinkEventType_LINK_EVENT_TYPE_ROUTES, k, now, nil, nil))
+		evs = append(evs, event(meshnetv1.LinkEventType_LINK_EVENT_TYPE_ROUTES, k, now, nil, nil))
 	}
+	w.sendAll(evs)
 	return w.rev
 }
 
 // publish sends the differences between snap and what was last sent of
 // the pod.
-func (w *Watcher) publish(k podstore.Key, snap Snapshot) uint64 {
+func (w *Watcher) publish(k podstore.Key, snap Snapshot, cost time.Duration) uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	p := w.pods[k]
@@ -230,29 +295,32 @@ func (w *Watcher) publish(k podstore.Key, snap Snapshot) uint64 {
 		p = &pod{links: map[string]*meshnetv1.LinkStatus{}}
 		w.pods[k] = p
 	}
+	p.cost = cost
 	now := timestamppb.Now()
+	var evs []*meshnetv1.WatchLinksResponse
 	seen := map[string]bool{}
 	for _, l := range snap.Links {
 		seen[l.GetInterface()] = true
 		old, had := p.links[l.GetInterface()]
 		switch {
 		case !had:
-			w.send(event(meshnetv1.LinkEventType_LINK_EVENT_TYPE_ADDED, k, now, l, nil))
+			evs = append(evs, event(meshnetv1.LinkEventType_LINK_EVENT_TYPE_ADDED, k, now, l, nil))
 		case !sameLink(old, l):
-			w.send(event(meshnetv1.LinkEventType_LINK_EVENT_TYPE_MODIFIED, k, now, l, nil))
+			evs = append(evs, event(meshnetv1.LinkEventType_LINK_EVENT_TYPE_MODIFIED, k, now, l, nil))
 		}
 		p.links[l.GetInterface()] = l
 	}
 	for _, intf := range sortedKeys(p.links) {
 		if !seen[intf] {
-			w.send(event(meshnetv1.LinkEventType_LINK_EVENT_TYPE_DELETED, k, now, p.links[intf], nil))
+			evs = append(evs, event(meshnetv1.LinkEventType_LINK_EVENT_TYPE_DELETED, k, now, p.links[intf], nil))
 			delete(p.links, intf)
 		}
 	}
 	if !slices.EqualFunc(p.routes, snap.Routes, func(a, b *meshnetv1.Route) bool { return proto.Equal(a, b) }) {
-		w.send(event(meshnetv1.LinkEventType_LINK_EVENT_TYPE_ROUTES, k, now, nil, snap.Routes))
+		evs = append(evs, event(meshnetv1.LinkEventType_LINK_EVENT_TYPE_ROUTES, k, now, nil, snap.Routes))
 		p.routes = snap.Routes
 	}
+	w.sendAll(evs)
 	return w.rev
 }
 
@@ -267,6 +335,15 @@ func sameLink(a, b *meshnetv1.LinkStatus) bool {
 
 func event(t meshnetv1.LinkEventType, k podstore.Key, now *timestamppb.Timestamp, l *meshnetv1.LinkStatus, routes []*meshnetv1.Route) *meshnetv1.WatchLinksResponse {
 	return &meshnetv1.WatchLinksResponse{Type: t, Pod: &meshnetv1.PodRef{Namespace: k.Namespace, Name: k.Name}, Link: l, Routes: routes, Time: now}
+}
+
+// sendAll sends the events of one read of a pod, all but the last marked
+// as followed by more. w.mu is held.
+func (w *Watcher) sendAll(evs []*meshnetv1.WatchLinksResponse) {
+	for i, ev := range evs {
+		ev.More = i < len(evs)-1
+		w.send(ev)
+	}
 }
 
 // send numbers an event and hands it to the watches that select its pod.

@@ -143,3 +143,46 @@ func TestWatchTooSlowEnds(t *testing.T) {
 		t.Fatalf("a watch that fell behind ended with %v, want ErrTooSlow", err)
 	}
 }
+
+// TestHoldReadsOnceAtRelease: notifications while a pod is held (a change
+// in progress) are not read half way; the release reads the pod once, and
+// its events but the last say that more follow.
+func TestHoldReadsOnceAtRelease(t *testing.T) {
+	w, store, k := newWatcher(t, 0)
+	r1 := podstore.Key{Namespace: "lab", Name: "r1"}
+	k.set(r1, link("eth1", true, 0), link("eth2", true, 0))
+	if err := store.Put(podstore.Pod{Namespace: "lab", Name: "r1", Netns: "/nonexistent"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx)
+	watch := w.Watch("lab", "")
+	defer watch.Stop()
+	for ev := next(t, watch); ev.GetType() != meshnetv1.LinkEventType_LINK_EVENT_TYPE_SYNCED; ev = next(t, watch) {
+	}
+	for next(t, watch).GetMore() { // Run's first read of r1
+	}
+
+	release := w.Hold(r1)
+	k.set(r1, link("eth1", false, 0), link("eth2", true, 0))
+	w.Touch(r1)
+	k.set(r1, link("eth1", false, 0), link("eth2", false, 0))
+	w.Touch(r1)
+	time.Sleep(50 * time.Millisecond) // ten settles: long enough to have read, had it not been held
+	wctx, wcancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer wcancel()
+	if ev, err := watch.Next(wctx); err == nil {
+		t.Fatalf("event while held: %v", ev)
+	}
+	release()
+	first, second := next(t, watch), next(t, watch)
+	if first.GetLink().GetInterface() != "eth1" || !first.GetMore() || second.GetLink().GetInterface() != "eth2" || second.GetMore() {
+		t.Fatalf("after the release: %v then %v, want eth1 (more) then eth2 (last), both down", first, second)
+	}
+	for _, ev := range []*meshnetv1.WatchLinksResponse{first, second} {
+		if ev.GetLink().GetAdminState() != meshnetv1.LinkState_LINK_STATE_DOWN {
+			t.Fatalf("after the release: %v, want down", ev)
+		}
+	}
+}

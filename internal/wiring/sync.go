@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
@@ -32,9 +34,21 @@ func (w *Wirer) SyncLinks(ctx context.Context, k podstore.Key, generation int64)
 	}
 	topo, err := w.topology(ctx, k)
 	if err == nil && topo != nil && topo.Generation < generation {
-		// The cache lags the edit this call converges to.
+		// The cache lags the edit this call converges to, by the few
+		// milliseconds its watch event takes: wait for it rather than
+		// read the whole Topology from the API server again; read it if
+		// the cache has not caught up in a second.
 		fresh := &v1beta1.Topology{}
-		if err = w.cfg.Client.Get(ctx, client.ObjectKeyFromObject(topo), fresh); err == nil {
+		werr := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, time.Second, false, func(ctx context.Context) (bool, error) {
+			return w.cfg.Cache.Get(ctx, client.ObjectKeyFromObject(topo), fresh) == nil && fresh.Generation >= generation, nil
+		})
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case werr != nil:
+			err = w.cfg.Client.Get(ctx, client.ObjectKeyFromObject(topo), fresh)
+		}
+		if err == nil {
 			topo = fresh
 		}
 	}

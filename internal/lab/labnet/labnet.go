@@ -135,6 +135,9 @@ func New(t testing.TB, bins Binaries) *Lab {
 		Binaries:     bins,
 		// Unique per lab: tests of several packages may run at once.
 		NetnsPrefix: "labnet-" + strings.ToLower(rand.Text()[:8]) + "-",
+		// LABNET_PPROF=1 serves pprof from the lab's programs, to profile
+		// a benchmark from outside.
+		Profiling: os.Getenv("LABNET_PPROF") != "",
 	})
 	if err != nil {
 		t.Fatalf("labnet: %v", err)

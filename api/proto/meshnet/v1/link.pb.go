@@ -161,7 +161,11 @@ type WatchLinksResponse struct {
 	// The pod's managed routes, for ROUTES (and the initial listing).
 	Routes []*Route `protobuf:"bytes,5,rep,name=routes,proto3" json:"routes,omitempty"`
 	// When meshnetd saw the change.
-	Time          *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=time,proto3" json:"time,omitempty"`
+	Time *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=time,proto3" json:"time,omitempty"`
+	// True when more events of the same read of the pod follow at once: a
+	// change of a thousand links is a thousand events, and a client that
+	// acts on the last of them acts once, on the whole change.
+	More          bool `protobuf:"varint,7,opt,name=more,proto3" json:"more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -236,6 +240,13 @@ func (x *WatchLinksResponse) GetTime() *timestamppb.Timestamp {
 		return x.Time
 	}
 	return nil
+}
+
+func (x *WatchLinksResponse) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
 }
 
 // SetLinkStateRequest sets one link's admin state.
@@ -1319,14 +1330,15 @@ const file_meshnet_v1_link_proto_rawDesc = "" +
 	"meshnet.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16meshnet/v1/types.proto\"C\n" +
 	"\x11WatchLinksRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
-	"\x03pod\x18\x02 \x01(\tR\x03pod\"\x8c\x02\n" +
+	"\x03pod\x18\x02 \x01(\tR\x03pod\"\xa0\x02\n" +
 	"\x12WatchLinksResponse\x12-\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x19.meshnet.v1.LinkEventTypeR\x04type\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\x04R\brevision\x12$\n" +
 	"\x03pod\x18\x03 \x01(\v2\x12.meshnet.v1.PodRefR\x03pod\x12*\n" +
 	"\x04link\x18\x04 \x01(\v2\x16.meshnet.v1.LinkStatusR\x04link\x12)\n" +
 	"\x06routes\x18\x05 \x03(\v2\x11.meshnet.v1.RouteR\x06routes\x12.\n" +
-	"\x04time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x90\x01\n" +
+	"\x04time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
+	"\x04more\x18\a \x01(\bR\x04more\"\x90\x01\n" +
 	"\x13SetLinkStateRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03pod\x18\x02 \x01(\tR\x03pod\x12\x1c\n" +

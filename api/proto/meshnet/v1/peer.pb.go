@@ -362,6 +362,162 @@ func (x *SetRemoteStateResponse) GetChanged() bool {
 	return false
 }
 
+// SetRemoteStatesRequest sets the admin state of remote ends, each as
+// SetRemoteStateRequest does.
+type SetRemoteStatesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The ends to change, on the callee's node; an end may appear once.
+	Ends          []*SetRemoteStateRequest `protobuf:"bytes,1,rep,name=ends,proto3" json:"ends,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRemoteStatesRequest) Reset() {
+	*x = SetRemoteStatesRequest{}
+	mi := &file_meshnet_v1_peer_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRemoteStatesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRemoteStatesRequest) ProtoMessage() {}
+
+func (x *SetRemoteStatesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meshnet_v1_peer_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRemoteStatesRequest.ProtoReflect.Descriptor instead.
+func (*SetRemoteStatesRequest) Descriptor() ([]byte, []int) {
+	return file_meshnet_v1_peer_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SetRemoteStatesRequest) GetEnds() []*SetRemoteStateRequest {
+	if x != nil {
+		return x.Ends
+	}
+	return nil
+}
+
+// SetRemoteStatesResponse has one result per end, in the request's order.
+type SetRemoteStatesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Results       []*RemoteStateResult   `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRemoteStatesResponse) Reset() {
+	*x = SetRemoteStatesResponse{}
+	mi := &file_meshnet_v1_peer_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRemoteStatesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRemoteStatesResponse) ProtoMessage() {}
+
+func (x *SetRemoteStatesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_meshnet_v1_peer_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRemoteStatesResponse.ProtoReflect.Descriptor instead.
+func (*SetRemoteStatesResponse) Descriptor() ([]byte, []int) {
+	return file_meshnet_v1_peer_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SetRemoteStatesResponse) GetResults() []*RemoteStateResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// RemoteStateResult is what became of one end of SetRemoteStatesRequest.
+type RemoteStateResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The end, as requested.
+	End *LinkEnd `protobuf:"bytes,1,opt,name=end,proto3" json:"end,omitempty"`
+	// True when the call changed the end's admin state.
+	Changed bool `protobuf:"varint,2,opt,name=changed,proto3" json:"changed,omitempty"`
+	// Why the end was not set; empty when it is as asked.
+	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoteStateResult) Reset() {
+	*x = RemoteStateResult{}
+	mi := &file_meshnet_v1_peer_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoteStateResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoteStateResult) ProtoMessage() {}
+
+func (x *RemoteStateResult) ProtoReflect() protoreflect.Message {
+	mi := &file_meshnet_v1_peer_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoteStateResult.ProtoReflect.Descriptor instead.
+func (*RemoteStateResult) Descriptor() ([]byte, []int) {
+	return file_meshnet_v1_peer_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RemoteStateResult) GetEnd() *LinkEnd {
+	if x != nil {
+		return x.End
+	}
+	return nil
+}
+
+func (x *RemoteStateResult) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
+func (x *RemoteStateResult) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 var File_meshnet_v1_peer_proto protoreflect.FileDescriptor
 
 const file_meshnet_v1_peer_proto_rawDesc = "" +
@@ -386,11 +542,20 @@ const file_meshnet_v1_peer_proto_rawDesc = "" +
 	"\x05state\x18\x02 \x01(\x0e2\x15.meshnet.v1.LinkStateR\x05state\"^\n" +
 	"\x16SetRemoteStateResponse\x12*\n" +
 	"\x04link\x18\x01 \x01(\v2\x16.meshnet.v1.LinkStatusR\x04link\x12\x18\n" +
-	"\achanged\x18\x02 \x01(\bR\achanged2\x9e\x02\n" +
+	"\achanged\x18\x02 \x01(\bR\achanged\"O\n" +
+	"\x16SetRemoteStatesRequest\x125\n" +
+	"\x04ends\x18\x01 \x03(\v2!.meshnet.v1.SetRemoteStateRequestR\x04ends\"R\n" +
+	"\x17SetRemoteStatesResponse\x127\n" +
+	"\aresults\x18\x01 \x03(\v2\x1d.meshnet.v1.RemoteStateResultR\aresults\"j\n" +
+	"\x11RemoteStateResult\x12%\n" +
+	"\x03end\x18\x01 \x01(\v2\x13.meshnet.v1.LinkEndR\x03end\x12\x18\n" +
+	"\achanged\x18\x02 \x01(\bR\achanged\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error2\xfa\x02\n" +
 	"\vPeerService\x12Z\n" +
 	"\x0fCreateRemoteEnd\x12\".meshnet.v1.CreateRemoteEndRequest\x1a#.meshnet.v1.CreateRemoteEndResponse\x12Z\n" +
 	"\x0fDeleteRemoteEnd\x12\".meshnet.v1.DeleteRemoteEndRequest\x1a#.meshnet.v1.DeleteRemoteEndResponse\x12W\n" +
-	"\x0eSetRemoteState\x12!.meshnet.v1.SetRemoteStateRequest\x1a\".meshnet.v1.SetRemoteStateResponseB;Z9github.com/meshnet/meshnet/api/proto/meshnet/v1;meshnetv1b\x06proto3"
+	"\x0eSetRemoteState\x12!.meshnet.v1.SetRemoteStateRequest\x1a\".meshnet.v1.SetRemoteStateResponse\x12Z\n" +
+	"\x0fSetRemoteStates\x12\".meshnet.v1.SetRemoteStatesRequest\x1a#.meshnet.v1.SetRemoteStatesResponseB;Z9github.com/meshnet/meshnet/api/proto/meshnet/v1;meshnetv1b\x06proto3"
 
 var (
 	file_meshnet_v1_peer_proto_rawDescOnce sync.Once
@@ -404,7 +569,7 @@ func file_meshnet_v1_peer_proto_rawDescGZIP() []byte {
 	return file_meshnet_v1_peer_proto_rawDescData
 }
 
-var file_meshnet_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_meshnet_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_meshnet_v1_peer_proto_goTypes = []any{
 	(*CreateRemoteEndRequest)(nil),  // 0: meshnet.v1.CreateRemoteEndRequest
 	(*CreateRemoteEndResponse)(nil), // 1: meshnet.v1.CreateRemoteEndResponse
@@ -412,32 +577,40 @@ var file_meshnet_v1_peer_proto_goTypes = []any{
 	(*DeleteRemoteEndResponse)(nil), // 3: meshnet.v1.DeleteRemoteEndResponse
 	(*SetRemoteStateRequest)(nil),   // 4: meshnet.v1.SetRemoteStateRequest
 	(*SetRemoteStateResponse)(nil),  // 5: meshnet.v1.SetRemoteStateResponse
-	(*LinkEnd)(nil),                 // 6: meshnet.v1.LinkEnd
-	(*Vxlan)(nil),                   // 7: meshnet.v1.Vxlan
-	(LinkState)(0),                  // 8: meshnet.v1.LinkState
-	(*LinkStatus)(nil),              // 9: meshnet.v1.LinkStatus
+	(*SetRemoteStatesRequest)(nil),  // 6: meshnet.v1.SetRemoteStatesRequest
+	(*SetRemoteStatesResponse)(nil), // 7: meshnet.v1.SetRemoteStatesResponse
+	(*RemoteStateResult)(nil),       // 8: meshnet.v1.RemoteStateResult
+	(*LinkEnd)(nil),                 // 9: meshnet.v1.LinkEnd
+	(*Vxlan)(nil),                   // 10: meshnet.v1.Vxlan
+	(LinkState)(0),                  // 11: meshnet.v1.LinkState
+	(*LinkStatus)(nil),              // 12: meshnet.v1.LinkStatus
 }
 var file_meshnet_v1_peer_proto_depIdxs = []int32{
-	6,  // 0: meshnet.v1.CreateRemoteEndRequest.end:type_name -> meshnet.v1.LinkEnd
-	6,  // 1: meshnet.v1.CreateRemoteEndRequest.peer:type_name -> meshnet.v1.LinkEnd
-	7,  // 2: meshnet.v1.CreateRemoteEndRequest.vxlan:type_name -> meshnet.v1.Vxlan
-	8,  // 3: meshnet.v1.CreateRemoteEndRequest.state:type_name -> meshnet.v1.LinkState
-	9,  // 4: meshnet.v1.CreateRemoteEndResponse.link:type_name -> meshnet.v1.LinkStatus
-	6,  // 5: meshnet.v1.DeleteRemoteEndRequest.end:type_name -> meshnet.v1.LinkEnd
-	6,  // 6: meshnet.v1.SetRemoteStateRequest.end:type_name -> meshnet.v1.LinkEnd
-	8,  // 7: meshnet.v1.SetRemoteStateRequest.state:type_name -> meshnet.v1.LinkState
-	9,  // 8: meshnet.v1.SetRemoteStateResponse.link:type_name -> meshnet.v1.LinkStatus
-	0,  // 9: meshnet.v1.PeerService.CreateRemoteEnd:input_type -> meshnet.v1.CreateRemoteEndRequest
-	2,  // 10: meshnet.v1.PeerService.DeleteRemoteEnd:input_type -> meshnet.v1.DeleteRemoteEndRequest
-	4,  // 11: meshnet.v1.PeerService.SetRemoteState:input_type -> meshnet.v1.SetRemoteStateRequest
-	1,  // 12: meshnet.v1.PeerService.CreateRemoteEnd:output_type -> meshnet.v1.CreateRemoteEndResponse
-	3,  // 13: meshnet.v1.PeerService.DeleteRemoteEnd:output_type -> meshnet.v1.DeleteRemoteEndResponse
-	5,  // 14: meshnet.v1.PeerService.SetRemoteState:output_type -> meshnet.v1.SetRemoteStateResponse
-	12, // [12:15] is the sub-list for method output_type
-	9,  // [9:12] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	9,  // 0: meshnet.v1.CreateRemoteEndRequest.end:type_name -> meshnet.v1.LinkEnd
+	9,  // 1: meshnet.v1.CreateRemoteEndRequest.peer:type_name -> meshnet.v1.LinkEnd
+	10, // 2: meshnet.v1.CreateRemoteEndRequest.vxlan:type_name -> meshnet.v1.Vxlan
+	11, // 3: meshnet.v1.CreateRemoteEndRequest.state:type_name -> meshnet.v1.LinkState
+	12, // 4: meshnet.v1.CreateRemoteEndResponse.link:type_name -> meshnet.v1.LinkStatus
+	9,  // 5: meshnet.v1.DeleteRemoteEndRequest.end:type_name -> meshnet.v1.LinkEnd
+	9,  // 6: meshnet.v1.SetRemoteStateRequest.end:type_name -> meshnet.v1.LinkEnd
+	11, // 7: meshnet.v1.SetRemoteStateRequest.state:type_name -> meshnet.v1.LinkState
+	12, // 8: meshnet.v1.SetRemoteStateResponse.link:type_name -> meshnet.v1.LinkStatus
+	4,  // 9: meshnet.v1.SetRemoteStatesRequest.ends:type_name -> meshnet.v1.SetRemoteStateRequest
+	8,  // 10: meshnet.v1.SetRemoteStatesResponse.results:type_name -> meshnet.v1.RemoteStateResult
+	9,  // 11: meshnet.v1.RemoteStateResult.end:type_name -> meshnet.v1.LinkEnd
+	0,  // 12: meshnet.v1.PeerService.CreateRemoteEnd:input_type -> meshnet.v1.CreateRemoteEndRequest
+	2,  // 13: meshnet.v1.PeerService.DeleteRemoteEnd:input_type -> meshnet.v1.DeleteRemoteEndRequest
+	4,  // 14: meshnet.v1.PeerService.SetRemoteState:input_type -> meshnet.v1.SetRemoteStateRequest
+	6,  // 15: meshnet.v1.PeerService.SetRemoteStates:input_type -> meshnet.v1.SetRemoteStatesRequest
+	1,  // 16: meshnet.v1.PeerService.CreateRemoteEnd:output_type -> meshnet.v1.CreateRemoteEndResponse
+	3,  // 17: meshnet.v1.PeerService.DeleteRemoteEnd:output_type -> meshnet.v1.DeleteRemoteEndResponse
+	5,  // 18: meshnet.v1.PeerService.SetRemoteState:output_type -> meshnet.v1.SetRemoteStateResponse
+	7,  // 19: meshnet.v1.PeerService.SetRemoteStates:output_type -> meshnet.v1.SetRemoteStatesResponse
+	16, // [16:20] is the sub-list for method output_type
+	12, // [12:16] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_meshnet_v1_peer_proto_init() }
@@ -452,7 +625,7 @@ func file_meshnet_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshnet_v1_peer_proto_rawDesc), len(file_meshnet_v1_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

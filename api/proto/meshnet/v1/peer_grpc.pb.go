@@ -22,6 +22,7 @@ const (
 	PeerService_CreateRemoteEnd_FullMethodName = "/meshnet.v1.PeerService/CreateRemoteEnd"
 	PeerService_DeleteRemoteEnd_FullMethodName = "/meshnet.v1.PeerService/DeleteRemoteEnd"
 	PeerService_SetRemoteState_FullMethodName  = "/meshnet.v1.PeerService/SetRemoteState"
+	PeerService_SetRemoteStates_FullMethodName = "/meshnet.v1.PeerService/SetRemoteStates"
 )
 
 // PeerServiceClient is the client API for PeerService service.
@@ -50,6 +51,13 @@ type PeerServiceClient interface {
 	// SetRemoteState sets the admin state of the remote end. VXLAN does not
 	// propagate carrier, so a cable pull on a VXLAN link takes this call.
 	SetRemoteState(ctx context.Context, in *SetRemoteStateRequest, opts ...grpc.CallOption) (*SetRemoteStateResponse, error)
+	// SetRemoteStates sets the admin state of many remote ends at once: the
+	// caller sends every end of one pass that sits on the callee's node in
+	// one call, and the callee changes each pod's ends under one lock, with
+	// one read of the pod's links. Each end succeeds or fails on its own: a
+	// bad or unknown end is reported in its result, not as the call's error.
+	// A cancelled call stops between pods and leaves the rest unchanged.
+	SetRemoteStates(ctx context.Context, in *SetRemoteStatesRequest, opts ...grpc.CallOption) (*SetRemoteStatesResponse, error)
 }
 
 type peerServiceClient struct {
@@ -90,6 +98,16 @@ func (c *peerServiceClient) SetRemoteState(ctx context.Context, in *SetRemoteSta
 	return out, nil
 }
 
+func (c *peerServiceClient) SetRemoteStates(ctx context.Context, in *SetRemoteStatesRequest, opts ...grpc.CallOption) (*SetRemoteStatesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetRemoteStatesResponse)
+	err := c.cc.Invoke(ctx, PeerService_SetRemoteStates_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServiceServer is the server API for PeerService service.
 // All implementations must embed UnimplementedPeerServiceServer
 // for forward compatibility.
@@ -116,6 +134,13 @@ type PeerServiceServer interface {
 	// SetRemoteState sets the admin state of the remote end. VXLAN does not
 	// propagate carrier, so a cable pull on a VXLAN link takes this call.
 	SetRemoteState(context.Context, *SetRemoteStateRequest) (*SetRemoteStateResponse, error)
+	// SetRemoteStates sets the admin state of many remote ends at once: the
+	// caller sends every end of one pass that sits on the callee's node in
+	// one call, and the callee changes each pod's ends under one lock, with
+	// one read of the pod's links. Each end succeeds or fails on its own: a
+	// bad or unknown end is reported in its result, not as the call's error.
+	// A cancelled call stops between pods and leaves the rest unchanged.
+	SetRemoteStates(context.Context, *SetRemoteStatesRequest) (*SetRemoteStatesResponse, error)
 	mustEmbedUnimplementedPeerServiceServer()
 }
 
@@ -134,6 +159,9 @@ func (UnimplementedPeerServiceServer) DeleteRemoteEnd(context.Context, *DeleteRe
 }
 func (UnimplementedPeerServiceServer) SetRemoteState(context.Context, *SetRemoteStateRequest) (*SetRemoteStateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetRemoteState not implemented")
+}
+func (UnimplementedPeerServiceServer) SetRemoteStates(context.Context, *SetRemoteStatesRequest) (*SetRemoteStatesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetRemoteStates not implemented")
 }
 func (UnimplementedPeerServiceServer) mustEmbedUnimplementedPeerServiceServer() {}
 func (UnimplementedPeerServiceServer) testEmbeddedByValue()                     {}
@@ -210,6 +238,24 @@ func _PeerService_SetRemoteState_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PeerService_SetRemoteStates_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetRemoteStatesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServiceServer).SetRemoteStates(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PeerService_SetRemoteStates_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServiceServer).SetRemoteStates(ctx, req.(*SetRemoteStatesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // PeerService_ServiceDesc is the grpc.ServiceDesc for PeerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -228,6 +274,10 @@ var PeerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetRemoteState",
 			Handler:    _PeerService_SetRemoteState_Handler,
+		},
+		{
+			MethodName: "SetRemoteStates",
+			Handler:    _PeerService_SetRemoteStates_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

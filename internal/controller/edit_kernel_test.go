@@ -1,0 +1,138 @@
+//go:build kernel
+
+package controller_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/controller"
+	"github.com/meshnet/meshnet/internal/controlplane"
+	"github.com/meshnet/meshnet/internal/proccpu"
+)
+
+// newWidePair wires two pods on two nodes joined by n VXLAN links: p0 on
+// node-0 and p1 on node-1, the r1 and r2.
+func newWidePair(t testing.TB, n int) *mesh {
+	t.Helper()
+	specs := make([][]v1beta1.Link, 2)
+	for uid := 1; uid <= n; uid++ {
+		intf := fmt.Sprintf("e%d", uid)
+		specs[0] = append(specs[0], link(uid, meshPodName(1), intf, intf, meshIP(uid, 1), meshIP(uid, 2)))
+		specs[1] = append(specs[1], link(uid, meshPodName(0), intf, intf, meshIP(uid, 2), meshIP(uid, 1)))
+	}
+	return wireMesh(t, 2, specs)
+}
+
+// edit sets spec.links[].state of pod's Topology to s in one merge patch,
+// as kubectl edit sends it.
+func (m *mesh) edit(pod string, s v1beta1.LinkState) error {
+	topo := &v1beta1.Topology{}
+	if err := m.lab.Client.Get(context.Background(), client.ObjectKey{Namespace: "lab", Name: pod}, topo); err != nil {
+		return err
+	}
+	base := topo.DeepCopy()
+	for j := range topo.Spec.Links {
+		topo.Spec.Links[j].State = ptr.To(s)
+	}
+	return m.lab.Client.Patch(context.Background(), topo, client.MergeFrom(base))
+}
+
+// cost is what one change took: wall times from the edit's start, and the
+// processor time and API requests it cost.
+type cost struct {
+	edits, kernel, status time.Duration
+	cpu                   proccpu.Usage
+	requests              controlplane.Requests
+}
+
+// usage is the processor time of the lab's programs and the API server's
+// request counts so far.
+func (m *mesh) usage(t testing.TB) (proccpu.Usage, controlplane.Requests) {
+	t.Helper()
+	cpu, err := m.lab.CPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := m.lab.ControlPlane.Requests(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cpu, req
+}
+
+// editOne edits p0's Topology to set every link to s and measures until
+// both ends of every link are changed in the kernel and both Topologies'
+// statuses say so.
+func (m *mesh) editOne(t testing.TB, s v1beta1.LinkState, within time.Duration) cost {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	waitKernel, err := m.watchKernel(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu0, req0 := m.usage(t)
+	var c cost
+	start := time.Now()
+	var serr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		serr = m.waitStatus(ctx, allLinks(s))
+		c.status = time.Since(start)
+	})
+	eerr := m.edit(meshPodName(0), s)
+	last, kerr := waitKernel()
+	c.kernel = last.Sub(start)
+	wg.Wait()
+	if err := errors.Join(eerr, kerr, serr); err != nil {
+		t.Fatalf("edit %s: %v", s, err)
+	}
+	cpu1, req1 := m.usage(t)
+	c.cpu, c.requests = cpu1.Sub(cpu0), req1.Sub(req0)
+	return c
+}
+
+// BenchmarkKernelEditLinks measures one Topology edit that takes every
+// link of a pod down (or back up, on odd iterations), its n links all
+// VXLAN to one pod on another node: from the edit until both ends of every
+// link are changed in the kernel (kernel-s) and until both pods' statuses
+// say so (status-s), with the meshnetds' processor time per link change,
+// both ends together (meshnetd-cpu-ms/link), and the controller's and the
+// API server's. The API requests of each edit are logged. The status is
+// waited for by a watch, which the API server counts too.
+func BenchmarkKernelEditLinks(b *testing.B) {
+	for _, n := range []int{64, 256, 1024, 4096} {
+		b.Run(fmt.Sprintf("links=%d", n), func(b *testing.B) {
+			m := newWidePair(b, n)
+			var kernel, status, meshnetd, ctrl, apiserver []time.Duration
+			for b.Loop() {
+				s := v1beta1.LinkDown
+				if len(kernel)%2 == 1 {
+					s = v1beta1.LinkUp
+				}
+				c := m.editOne(b, s, 5*time.Minute)
+				b.Logf("edit %d (%s): kernel %v, status %v; cpu: %v; requests: %v", len(kernel), s,
+					c.kernel.Round(time.Millisecond), c.status.Round(time.Millisecond), c.cpu, c.requests)
+				kernel, status = append(kernel, c.kernel), append(status, c.status)
+				meshnetd = append(meshnetd, c.cpu.Sum("meshnetd/"))
+				ctrl = append(ctrl, c.cpu.Sum("controller"))
+				apiserver = append(apiserver, c.cpu.Sum("kube-apiserver"))
+			}
+			b.ReportMetric(controller.MedianSeconds(kernel), "kernel-s")
+			b.ReportMetric(controller.MedianSeconds(status), "status-s")
+			b.ReportMetric(controller.MedianSeconds(meshnetd)*1000/float64(n), "meshnetd-cpu-ms/link")
+			b.ReportMetric(controller.MedianSeconds(ctrl), "controller-cpu-s")
+			b.ReportMetric(controller.MedianSeconds(apiserver), "apiserver-cpu-s")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}

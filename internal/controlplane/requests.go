@@ -1,0 +1,91 @@
+package controlplane
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/meshnet/meshnet/internal/proccpu"
+)
+
+// Requests counts the API server's requests by verb and resource ("PATCH
+// topologies", "WATCH pods"), from its apiserver_request_total: what a
+// component's chattiness costs the API server, counted by the API server.
+type Requests map[string]float64
+
+// Requests reads apiserver_request_total from the API server's /metrics.
+func (c *ControlPlane) Requests(ctx context.Context) (Requests, error) {
+	raw, err := c.Kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the API server's /metrics: %w", err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("parse the API server's /metrics: %w", err)
+	}
+	r := Requests{}
+	for _, m := range families["apiserver_request_total"].GetMetric() {
+		var verb, resource, sub string
+		for _, l := range m.GetLabel() {
+			switch l.GetName() {
+			case "verb":
+				verb = l.GetValue()
+			case "resource":
+				resource = l.GetValue()
+			case "subresource":
+				sub = l.GetValue()
+			}
+		}
+		if resource == "" {
+			continue // /metrics, /healthz and the like
+		}
+		if sub != "" {
+			resource += "/" + sub
+		}
+		r[verb+" "+resource] += m.GetCounter().GetValue()
+	}
+	return r, nil
+}
+
+// Sub is the requests made between before and r, without the kinds that
+// had none.
+func (r Requests) Sub(before Requests) Requests {
+	d := Requests{}
+	for k, n := range r {
+		if n -= before[k]; n > 0 {
+			d[k] = n
+		}
+	}
+	return d
+}
+
+// Total is the number of requests of every kind.
+func (r Requests) Total() float64 {
+	var t float64
+	for _, n := range r {
+		t += n
+	}
+	return t
+}
+
+// String lists the kinds by name: "GET topologies 2, PATCH topologies/status 1".
+func (r Requests) String() string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(r)) {
+		parts = append(parts, fmt.Sprintf("%s %.0f", k, r[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// CPU is the processor time kube-apiserver and etcd have used so far, when
+// this process started them (the tests' control plane); empty otherwise.
+func (c *ControlPlane) CPU() (proccpu.Usage, error) {
+	return proccpu.Children("kube-apiserver", "etcd")
+}
