@@ -3,6 +3,7 @@ package links
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -73,15 +74,20 @@ func (n *Netns) holdsLinkNet(link netlink.Link, other *Netns) (bool, error) {
 }
 
 // dumpRetries bounds retries of netlink dumps the kernel interrupted because
-// the table changed underneath them.
-const dumpRetries = 5
+// the table changed underneath them. A namespace whose links are being made
+// by the thousand changes all the time, and a dump of it takes long: the
+// retries back off (1, 2, 4 ... 64 ms) to let a burst pass.
+const dumpRetries = 8
 
 func retryDump[T any](dump func() ([]T, error)) ([]T, error) {
 	var (
 		res []T
 		err error
 	)
-	for range dumpRetries {
+	for i := range dumpRetries {
+		if i > 0 {
+			time.Sleep(time.Millisecond << (i - 1))
+		}
 		res, err = dump()
 		if !errors.Is(err, netlink.ErrDumpInterrupted) {
 			return res, err

@@ -39,7 +39,7 @@ func (w *Wirer) SyncLinks(ctx context.Context, k podstore.Key, generation int64)
 		// read the whole Topology from the API server again; read it if
 		// the cache has not caught up in a second.
 		fresh := &v1beta1.Topology{}
-		werr := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, time.Second, false, func(ctx context.Context) (bool, error) {
+		werr := wait.PollUntilContextTimeout(ctx, time.Millisecond, time.Second, true, func(ctx context.Context) (bool, error) {
 			return w.cfg.Cache.Get(ctx, client.ObjectKeyFromObject(topo), fresh) == nil && fresh.Generation >= generation, nil
 		})
 		switch {
