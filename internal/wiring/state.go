@@ -76,12 +76,33 @@ func (w *Wirer) setRemoteStates(ctx context.Context, ip netip.Addr, k podstore.K
 	}
 	cctx, cancel := context.WithTimeout(ctx, peerCallTimeout+time.Duration(len(idx))*perEndTimeout)
 	defer cancel()
-	resp, err := c.SetRemoteStates(cctx, req)
+	results, err := setRemoteStatesOn(cctx, c, req)
 	if err != nil {
 		return nil, fmt.Errorf("set %d remote ends of %s on meshnetd at %s: %w", len(idx), k, ip, err)
 	}
-	if len(resp.GetResults()) != len(idx) {
-		return nil, fmt.Errorf("set %d remote ends of %s on meshnetd at %s: %d results", len(idx), k, ip, len(resp.GetResults()))
+	return results, nil
+}
+
+// setRemoteStatesOn makes req's one call to a peer. A peer that predates
+// SetRemoteStates (during a DaemonSet rollout) gets one SetRemoteState per
+// end instead, so that cable pulls keep working while nodes differ.
+func setRemoteStatesOn(ctx context.Context, c meshnetv1.PeerServiceClient, req *meshnetv1.SetRemoteStatesRequest) ([]*meshnetv1.RemoteStateResult, error) {
+	resp, err := c.SetRemoteStates(ctx, req)
+	switch {
+	case status.Code(err) == codes.Unimplemented:
+		out := make([]*meshnetv1.RemoteStateResult, len(req.GetEnds()))
+		for i, e := range req.GetEnds() {
+			r, err := c.SetRemoteState(ctx, e)
+			out[i] = &meshnetv1.RemoteStateResult{End: e.GetEnd(), Changed: r.GetChanged()}
+			if err != nil {
+				out[i].Error = status.Convert(err).Message()
+			}
+		}
+		return out, nil
+	case err != nil:
+		return nil, err
+	case len(resp.GetResults()) != len(req.GetEnds()):
+		return nil, fmt.Errorf("%d results for %d ends", len(resp.GetResults()), len(req.GetEnds()))
 	}
 	return resp.GetResults(), nil
 }
