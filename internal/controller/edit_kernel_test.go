@@ -3,20 +3,12 @@
 package controller_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/controller"
-	"github.com/meshnet/meshnet/internal/controlplane"
-	"github.com/meshnet/meshnet/internal/proccpu"
 )
 
 // newWidePair wires two pods on two nodes joined by n VXLAN links: p0 on
@@ -30,76 +22,6 @@ func newWidePair(t testing.TB, n int) *mesh {
 		specs[1] = append(specs[1], link(uid, meshPodName(0), intf, intf, meshIP(uid, 2), meshIP(uid, 1)))
 	}
 	return wireMesh(t, 2, specs)
-}
-
-// edit sets spec.links[].state of pod's Topology to s in one merge patch,
-// as kubectl edit sends it.
-func (m *mesh) edit(pod string, s v1beta1.LinkState) error {
-	topo := &v1beta1.Topology{}
-	if err := m.lab.Client.Get(context.Background(), client.ObjectKey{Namespace: "lab", Name: pod}, topo); err != nil {
-		return err
-	}
-	base := topo.DeepCopy()
-	for j := range topo.Spec.Links {
-		topo.Spec.Links[j].State = ptr.To(s)
-	}
-	return m.lab.Client.Patch(context.Background(), topo, client.MergeFrom(base))
-}
-
-// cost is what one change took: wall times from the edit's start, and the
-// processor time and API requests it cost.
-type cost struct {
-	edits, kernel, status time.Duration
-	cpu                   proccpu.Usage
-	requests              controlplane.Requests
-}
-
-// usage is the processor time of the lab's programs and the API server's
-// request counts so far.
-func (m *mesh) usage(t testing.TB) (proccpu.Usage, controlplane.Requests) {
-	t.Helper()
-	cpu, err := m.lab.CPU()
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, err := m.lab.ControlPlane.Requests(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cpu, req
-}
-
-// editOne edits p0's Topology to set every link to s and measures until
-// both ends of every link are changed in the kernel and both Topologies'
-// statuses say so.
-func (m *mesh) editOne(t testing.TB, s v1beta1.LinkState, within time.Duration) cost {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	waitKernel, err := m.watchKernel(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cpu0, req0 := m.usage(t)
-	var c cost
-	start := time.Now()
-	var serr error
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		serr = m.waitStatus(ctx, allLinks(s))
-		c.status = time.Since(start)
-	})
-	eerr := m.edit(meshPodName(0), s)
-	c.edits = time.Since(start)
-	last, kerr := waitKernel()
-	c.kernel = last.Sub(start)
-	wg.Wait()
-	if err := errors.Join(eerr, kerr, serr); err != nil {
-		t.Fatalf("edit %s: %v", s, err)
-	}
-	cpu1, req1 := m.usage(t)
-	c.cpu, c.requests = cpu1.Sub(cpu0), req1.Sub(req0)
-	return c
 }
 
 // BenchmarkKernelEditLinks measures one Topology edit that takes every
@@ -121,7 +43,7 @@ func BenchmarkKernelEditLinks(b *testing.B) {
 				if len(kernel)%2 == 1 {
 					s = v1beta1.LinkUp
 				}
-				c := m.editOne(b, s, 5*time.Minute)
+				c := m.batch(b, s, 5*time.Minute, meshPodName(0))
 				b.Logf("edit %d (%s): accepted %v, kernel %v, status %v; cpu: %v; requests: %v", len(kernel), s,
 					c.edits.Round(time.Millisecond), c.kernel.Round(time.Millisecond), c.status.Round(time.Millisecond), c.cpu, c.requests)
 				edits, kernel, status = append(edits, c.edits), append(kernel, c.kernel), append(status, c.status)

@@ -22,8 +22,10 @@ import (
 
 	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/controller"
+	"github.com/meshnet/meshnet/internal/controlplane"
 	"github.com/meshnet/meshnet/internal/lab/labnet"
 	"github.com/meshnet/meshnet/internal/links"
+	"github.com/meshnet/meshnet/internal/proccpu"
 )
 
 // mesh is a large topology in namespace "lab": pod i sits on node
@@ -120,25 +122,56 @@ func wireMesh(t testing.TB, nodes int, specs [][]v1beta1.Link) *mesh {
 	return m
 }
 
-// editAll sets spec.links[].state of every Topology to s, one update per
-// Topology, all at once.
-func (m *mesh) editAll(t testing.TB, s v1beta1.LinkState) error {
-	errs := make([]error, len(m.pods))
+// edit sets spec.links[].state of pod's Topology to s in one merge patch,
+// as kubectl edit sends it: no conflicts with the controller's status
+// writes.
+func (m *mesh) edit(pod string, s v1beta1.LinkState) error {
+	topo := &v1beta1.Topology{}
+	if err := m.lab.Client.Get(context.Background(), client.ObjectKey{Namespace: "lab", Name: pod}, topo); err != nil {
+		return err
+	}
+	base := topo.DeepCopy()
+	for j := range topo.Spec.Links {
+		topo.Spec.Links[j].State = ptr.To(s)
+	}
+	return m.lab.Client.Patch(context.Background(), topo, client.MergeFrom(base))
+}
+
+// cost is what one change took: wall times from the edit's start, and the
+// processor time and API requests it cost.
+type cost struct {
+	edits, kernel, status time.Duration
+	cpu                   proccpu.Usage
+	requests              controlplane.Requests
+}
+
+// usage is the processor time of the lab's programs and the API server's
+// request counts so far.
+func (m *mesh) usage(t testing.TB) (proccpu.Usage, controlplane.Requests) {
+	t.Helper()
+	cpu, err := m.lab.CPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := m.lab.ControlPlane.Requests(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cpu, req
+}
+
+// editAll edits the named pods' Topologies (every pod's when none is
+// named) as edit does, all at once.
+func (m *mesh) editAll(s v1beta1.LinkState, pods []string) error {
+	if len(pods) == 0 {
+		for _, p := range m.pods {
+			pods = append(pods, p.Name)
+		}
+	}
+	errs := make([]error, len(pods))
 	var wg sync.WaitGroup
-	for i, p := range m.pods {
-		wg.Go(func() {
-			// A patch, as kubectl edit sends: no conflicts with the
-			// controller's status writes.
-			topo := &v1beta1.Topology{}
-			if errs[i] = m.lab.Client.Get(context.Background(), client.ObjectKey{Namespace: "lab", Name: p.Name}, topo); errs[i] != nil {
-				return
-			}
-			base := topo.DeepCopy()
-			for j := range topo.Spec.Links {
-				topo.Spec.Links[j].State = ptr.To(s)
-			}
-			errs[i] = m.lab.Client.Patch(context.Background(), topo, client.MergeFrom(base))
-		})
+	for i, pod := range pods {
+		wg.Go(func() { errs[i] = m.edit(pod, s) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -293,11 +326,12 @@ func allLinks(s v1beta1.LinkState) func(*v1beta1.Topology) bool {
 	}
 }
 
-// batch issues one edit batch setting every link to s and returns the time
-// from its first update until the API server accepted the last
-// (c.edits), until the kernel has every link changed, and until every
-// status says so, with the processor time and API requests it cost.
-func (m *mesh) batch(t testing.TB, s v1beta1.LinkState, within time.Duration) (c cost) {
+// batch issues one edit batch setting every link of the named pods (of
+// every pod when none is named) to s and returns the time from its first
+// update until the API server accepted the last (c.edits), until the
+// kernel has every link changed, and until every status says so, with the
+// processor time and API requests it cost.
+func (m *mesh) batch(t testing.TB, s v1beta1.LinkState, within time.Duration, pods ...string) (c cost) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
@@ -313,7 +347,7 @@ func (m *mesh) batch(t testing.TB, s v1beta1.LinkState, within time.Duration) (c
 		serr = m.waitStatus(ctx, allLinks(s))
 		c.status = time.Since(start)
 	})
-	eerr := m.editAll(t, s)
+	eerr := m.editAll(s, pods)
 	c.edits = time.Since(start)
 	last, kerr := waitKernel()
 	c.kernel = last.Sub(start)

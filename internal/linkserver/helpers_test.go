@@ -120,16 +120,15 @@ func addr(s string) netip.Addr  { return netip.MustParseAddr(s) }
 // PeerService client instead.
 type directPeer struct{ peer *linkserver.Server }
 
-func (d directPeer) SetRemoteStates(ctx context.Context, pod podstore.Key, ends []linkserver.RemoteState) []linkserver.RemoteResult {
-	out := make([]linkserver.RemoteResult, len(ends))
+func (d directPeer) SetRemoteStates(ctx context.Context, pod podstore.Key, ends []linkserver.RemoteState) []linkserver.EndResult {
+	out := make([]linkserver.EndResult, len(ends))
 	for i, e := range ends {
 		state := down
 		if e.Up {
 			state = up
 		}
 		peer := podstore.Key{Namespace: pod.Namespace, Name: e.Link.PeerPod}
-		r := d.peer.SetEndStates(ctx, peer, map[string]meshnetv1.LinkState{e.Link.PeerIntf: state})[e.Link.PeerIntf]
-		out[i] = linkserver.RemoteResult{Changed: r.Changed, Err: r.Err}
+		out[i] = d.peer.SetEndStates(ctx, peer, map[string]meshnetv1.LinkState{e.Link.PeerIntf: state})[e.Link.PeerIntf]
 	}
 	return out
 }

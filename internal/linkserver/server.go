@@ -45,7 +45,7 @@ type RemoteEnds interface {
 	// SetRemoteStates sets the admin state of the peer's ends of links,
 	// VXLAN links of pod on this node: one call per peer node, however
 	// many links. It returns one result per end, in order.
-	SetRemoteStates(ctx context.Context, pod podstore.Key, ends []RemoteState) []RemoteResult
+	SetRemoteStates(ctx context.Context, pod podstore.Key, ends []RemoteState) []EndResult
 }
 
 // RemoteState is the admin state wanted for the far end of Link.
@@ -54,9 +54,10 @@ type RemoteState struct {
 	Up   bool
 }
 
-// RemoteResult is what became of one far end: Changed when it was not in
-// that state already, or why it was not set.
-type RemoteResult struct {
+// EndResult is what became of one link end set to an admin state, here
+// (SetEndStates) or on the peer's node (RemoteEnds): Changed when it was
+// not in that state already, or why it was not set.
+type EndResult struct {
 	Changed bool
 	Err     error
 }
@@ -449,12 +450,6 @@ func (s *Server) SetEndState(ctx context.Context, pod podstore.Key, intf string,
 	}
 	ls, err := s.readLink(p, intf)
 	return ls, r.Changed, err
-}
-
-// EndResult is what SetEndStates did with one end.
-type EndResult struct {
-	Changed bool
-	Err     error
 }
 
 // SetNetem implements meshnetv1.LinkServiceServer.

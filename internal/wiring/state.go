@@ -25,8 +25,8 @@ const perEndTimeout = 2 * time.Millisecond
 // carries no carrier, so a cable pull takes both nodes. The ends on one
 // peer node go in one call; calls to different nodes run at once. It
 // satisfies linkserver.RemoteEnds.
-func (w *Wirer) SetRemoteStates(ctx context.Context, k podstore.Key, ends []linkserver.RemoteState) []linkserver.RemoteResult {
-	out := make([]linkserver.RemoteResult, len(ends))
+func (w *Wirer) SetRemoteStates(ctx context.Context, k podstore.Key, ends []linkserver.RemoteState) []linkserver.EndResult {
+	out := make([]linkserver.EndResult, len(ends))
 	byNode := map[netip.Addr][]int{}
 	for i, e := range ends {
 		ip, err := netip.ParseAddr(e.Link.PeerNodeIP)
