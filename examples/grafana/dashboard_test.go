@@ -16,20 +16,43 @@ import (
 	"github.com/meshnet/meshnet/internal/metrics"
 )
 
-// dashboard is the part of Grafana's dashboard model the tests read.
+// dashboard is the part of Grafana's dashboard model the tests read. Every
+// key dashboard.json has is a field here; identifiers_test.go checks each key
+// and identifier against the upstream sources, from raw (the same file
+// decoded without a schema, so that a key is compared case and all).
 type dashboard struct {
-	UID        string `json:"uid"`
+	Title         string   `json:"title"`
+	UID           string   `json:"uid"`
+	Description   string   `json:"description"`
+	Tags          []string `json:"tags"`
+	Editable      bool     `json:"editable"`
+	GraphTooltip  int      `json:"graphTooltip"`
+	SchemaVersion int      `json:"schemaVersion"`
+	Version       int      `json:"version"`
+	Refresh       string   `json:"refresh"`
+	Time          struct {
+		From string `json:"from"`
+		To   string `json:"to"`
+	} `json:"time"`
 	Templating struct {
-		List []struct {
-			Name    string `json:"name"`
-			Type    string `json:"type"`
-			Query   string `json:"query"`
-			Current struct {
-				Value string `json:"value"`
-			} `json:"current"`
-		} `json:"list"`
+		List []variable `json:"list"`
 	} `json:"templating"`
 	Panels []panel `json:"panels"`
+
+	raw map[string]any
+}
+
+type variable struct {
+	Name        string `json:"name"`
+	Label       string `json:"label"`
+	Description string `json:"description"`
+	Type        string `json:"type"`
+	Query       string `json:"query"`
+	Hide        int    `json:"hide"`
+	Current     struct {
+		Text  string `json:"text"`
+		Value string `json:"value"`
+	} `json:"current"`
 }
 
 type datasourceRef struct {
@@ -38,43 +61,80 @@ type datasourceRef struct {
 }
 
 type panel struct {
-	ID         int           `json:"id"`
-	Type       string        `json:"type"`
-	Title      string        `json:"title"`
+	ID          int    `json:"id"`
+	Type        string `json:"type"`
+	Title       string `json:"title"`
+	Description string `json:"description"`
+	GridPos     struct {
+		H int `json:"h"`
+		W int `json:"w"`
+		X int `json:"x"`
+		Y int `json:"y"`
+	} `json:"gridPos"`
 	Datasource datasourceRef `json:"datasource"`
 	Options    struct {
 		Nodes struct {
-			Arcs []struct {
+			MainStatUnit      string `json:"mainStatUnit"`
+			SecondaryStatUnit string `json:"secondaryStatUnit"`
+			Arcs              []struct {
 				Field string `json:"field"`
 				Color string `json:"color"`
 			} `json:"arcs"`
 		} `json:"nodes"`
+		Edges struct {
+			MainStatUnit      string `json:"mainStatUnit"`
+			SecondaryStatUnit string `json:"secondaryStatUnit"`
+		} `json:"edges"`
 	} `json:"options"`
-	Targets []target `json:"targets"`
+	Targets     []target `json:"targets"`
+	FieldConfig struct {
+		Defaults  map[string]json.RawMessage `json:"defaults"`
+		Overrides []struct {
+			Matcher struct {
+				ID      string `json:"id"`
+				Options string `json:"options"`
+			} `json:"matcher"`
+			Properties []struct {
+				ID    string          `json:"id"`
+				Value json.RawMessage `json:"value"`
+			} `json:"properties"`
+		} `json:"overrides"`
+	} `json:"fieldConfig"`
 }
 
 // target is an Infinity query (type, url, root_selector, columns) or a
 // Prometheus one (expr).
 type target struct {
-	RefID        string                  `json:"refId"`
-	Datasource   datasourceRef           `json:"datasource"`
-	Type         string                  `json:"type"`
-	Source       string                  `json:"source"`
-	Parser       string                  `json:"parser"`
-	Format       string                  `json:"format"`
-	URL          string                  `json:"url"`
-	URLOptions   struct{ Method string } `json:"url_options"`
-	RootSelector string                  `json:"root_selector"`
+	RefID      string        `json:"refId"`
+	Datasource datasourceRef `json:"datasource"`
+	Type       string        `json:"type"`
+	Source     string        `json:"source"`
+	Parser     string        `json:"parser"`
+	Format     string        `json:"format"`
+	URL        string        `json:"url"`
+	URLOptions struct {
+		Method string `json:"method"`
+		Data   string `json:"data"`
+	} `json:"url_options"`
+	RootSelector string `json:"root_selector"`
 	Columns      []struct {
 		Selector string `json:"selector"`
 		Text     string `json:"text"`
 		Type     string `json:"type"`
 	} `json:"columns"`
-	Expr string `json:"expr"`
+	Expr         string `json:"expr"`
+	LegendFormat string `json:"legendFormat"`
 }
 
+// Datasource plugin ids, which a datasource reference's type, a datasource
+// variable's query and a provisioned datasource's type name.
 const (
-	infinityType   = "yesoreyeram-infinity-datasource"
+	// grafana/grafana-infinity-datasource src/plugin.json: the plugin's
+	// "id" is yesoreyeram-infinity-datasource (the name it kept from before
+	// Grafana Labs took it over).
+	infinityType = "yesoreyeram-infinity-datasource"
+	// grafana/grafana public/app/plugins/datasource/prometheus/plugin.json:
+	// the core datasource's "id" is prometheus.
 	prometheusType = "prometheus"
 )
 
@@ -86,6 +146,9 @@ func load(t testing.TB) dashboard {
 	}
 	var d dashboard
 	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("dashboard.json: %v", err)
+	}
+	if err := json.Unmarshal(b, &d.raw); err != nil {
 		t.Fatalf("dashboard.json: %v", err)
 	}
 	return d
@@ -266,24 +329,60 @@ func TestPromQLNamesMeshnetdMetrics(t *testing.T) {
 	}
 }
 
-// provisioning is Grafana's datasource provisioning file.
+// provisioning is Grafana's datasource provisioning file (apiVersion 1).
 type provisioning struct {
 	APIVersion  int `json:"apiVersion"`
 	Datasources []struct {
-		Name, UID, Type, Access, URL string
-		JSONData                     map[string]any `json:"jsonData"`
+		Name     string         `json:"name"`
+		UID      string         `json:"uid"`
+		Type     string         `json:"type"`
+		Access   string         `json:"access"`
+		URL      string         `json:"url"`
+		JSONData map[string]any `json:"jsonData"`
 	} `json:"datasources"`
 }
 
-func TestDatasourceProvisioning(t *testing.T) {
-	b, err := os.ReadFile("provisioning/datasources/meshnet.yaml")
+// dashboardProvisioning is Grafana's dashboard provisioning file (apiVersion 1).
+type dashboardProvisioning struct {
+	APIVersion int `json:"apiVersion"`
+	Providers  []struct {
+		Name           string `json:"name"`
+		Folder         string `json:"folder"`
+		Type           string `json:"type"`
+		AllowUIUpdates bool   `json:"allowUiUpdates"`
+		Options        struct {
+			Path string `json:"path"`
+		} `json:"options"`
+	} `json:"providers"`
+}
+
+// loadYAML reads a provisioning file into v, refusing keys v does not have,
+// and returns the file decoded without a schema (for a check of its keys,
+// case and all, which the decoding into v does not make).
+func loadYAML(t testing.TB, path string, v any) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p provisioning
-	if err := yaml.UnmarshalStrict(b, &p); err != nil {
-		t.Fatalf("datasources: %v", err)
+	if err := yaml.UnmarshalStrict(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
 	}
+	var raw map[string]any
+	if err := yaml.Unmarshal(b, &raw); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return raw
+}
+
+const (
+	datasourcesFile = "provisioning/datasources/meshnet.yaml"
+	dashboardsFile  = "provisioning/dashboards/meshnet.yaml"
+)
+
+func TestDatasourceProvisioning(t *testing.T) {
+	var p provisioning
+	loadYAML(t, datasourcesFile, &p)
 	got := map[string]string{}
 	for _, ds := range p.Datasources {
 		got[ds.Type] = ds.UID
@@ -307,21 +406,8 @@ func TestDatasourceProvisioning(t *testing.T) {
 		t.Errorf("apiVersion %d, want 1", p.APIVersion)
 	}
 
-	b, err = os.ReadFile("provisioning/dashboards/meshnet.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dp struct {
-		APIVersion int `json:"apiVersion"`
-		Providers  []struct {
-			Name, Folder, Type string
-			AllowUIUpdates     bool `json:"allowUiUpdates"`
-			Options            struct{ Path string }
-		}
-	}
-	if err := yaml.UnmarshalStrict(b, &dp); err != nil {
-		t.Fatalf("dashboards: %v", err)
-	}
+	var dp dashboardProvisioning
+	loadYAML(t, dashboardsFile, &dp)
 	if len(dp.Providers) != 1 || dp.Providers[0].Type != "file" || dp.Providers[0].Options.Path == "" {
 		t.Errorf("dashboard providers = %+v", dp.Providers)
 	}
