@@ -15,7 +15,8 @@ import (
 const ipv4DevconfARPNotify = 22
 
 // rawSocket is a netlink socket in n's namespace for requests the
-// netlink package has no call for; made once, on first use.
+// netlink package has no call for; made once, on first use. Its dumps are
+// strictly checked, so the kernel applies the filters they carry (addrsOf).
 type rawSocket struct {
 	once sync.Once
 	sock *nl.SocketHandle
@@ -29,6 +30,9 @@ func (n *Netns) raw() (*nl.SocketHandle, error) {
 			n.rawSock.err = fmt.Errorf("open netlink socket in netns %s: %w", n.path, err)
 			return
 		}
+		// A kernel older than 4.20 has no strict checking and ignores
+		// dump filters; the callers filter again, so that is no error.
+		_ = unix.SetsockoptInt(s.GetFd(), unix.SOL_NETLINK, unix.NETLINK_GET_STRICT_CHK, 1)
 		n.rawSock.sock = &nl.SocketHandle{Socket: s}
 	})
 	return n.rawSock.sock, n.rawSock.err

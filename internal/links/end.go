@@ -96,7 +96,7 @@ func (e End) ensureAddrs(l netlink.Link) (bool, error) {
 	if len(e.Addrs) == 0 {
 		return false, nil
 	}
-	have, err := retryDump(func() ([]netlink.Addr, error) { return e.NS.h.AddrList(l, netlink.FAMILY_ALL) })
+	have, err := e.NS.addrsOf(l.Attrs().Index, netlink.FAMILY_ALL)
 	if err != nil {
 		return false, fmt.Errorf("list addresses of %s: %w", e, err)
 	}

@@ -75,7 +75,7 @@ func Read(ns *Netns, name string) (i Interface, ok bool, err error) {
 	if err != nil || l == nil {
 		return Interface{}, false, err
 	}
-	addrs, err := retryDump(func() ([]netlink.Addr, error) { return ns.h.AddrList(l, netlink.FAMILY_ALL) })
+	addrs, err := ns.addrsOf(l.Attrs().Index, netlink.FAMILY_ALL)
 	if err != nil {
 		return Interface{}, false, fmt.Errorf("read state: list addresses of %s in netns %s: %w", name, ns.path, err)
 	}

@@ -40,7 +40,7 @@ func ReadState(ns *Netns, name string) (State, error) {
 	if l == nil {
 		return State{}, fmt.Errorf("read state: no interface %s in netns %s", name, ns.path)
 	}
-	addrs, err := retryDump(func() ([]netlink.Addr, error) { return ns.h.AddrList(l, netlink.FAMILY_ALL) })
+	addrs, err := ns.addrsOf(l.Attrs().Index, netlink.FAMILY_ALL)
 	if err != nil {
 		return State{}, fmt.Errorf("read state: list addresses of %s in netns %s: %w", name, ns.path, err)
 	}
