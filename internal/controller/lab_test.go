@@ -117,6 +117,20 @@ func edit(t testing.TB, lab *labnet.Lab, name string, change func(*v1beta1.Topol
 	})
 }
 
+// mergePatch reads name's Topology and makes change to it as one merge
+// patch, as kubectl edit sends it: without a resourceVersion, so it never
+// conflicts with the controller's status writes (edit's update can, and
+// then backs off and retries).
+func mergePatch(lab *labnet.Lab, name string, change func(*v1beta1.Topology)) (*v1beta1.Topology, client.Patch, error) {
+	topo := &v1beta1.Topology{}
+	if err := lab.Client.Get(context.Background(), client.ObjectKey{Namespace: "lab", Name: name}, topo); err != nil {
+		return nil, nil, err
+	}
+	base := topo.DeepCopy()
+	change(topo)
+	return topo, client.MergeFrom(base), nil
+}
+
 func mustEdit(t testing.TB, lab *labnet.Lab, name string, change func(*v1beta1.Topology)) {
 	t.Helper()
 	if err := edit(t, lab, name, change); err != nil {

@@ -18,7 +18,6 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/controller"
@@ -123,18 +122,17 @@ func wireMesh(t testing.TB, nodes int, specs [][]v1beta1.Link) *mesh {
 }
 
 // edit sets spec.links[].state of pod's Topology to s in one merge patch,
-// as kubectl edit sends it: no conflicts with the controller's status
-// writes.
+// as kubectl edit sends it.
 func (m *mesh) edit(pod string, s v1beta1.LinkState) error {
-	topo := &v1beta1.Topology{}
-	if err := m.lab.Client.Get(context.Background(), client.ObjectKey{Namespace: "lab", Name: pod}, topo); err != nil {
+	topo, patch, err := mergePatch(m.lab, pod, func(topo *v1beta1.Topology) {
+		for j := range topo.Spec.Links {
+			topo.Spec.Links[j].State = ptr.To(s)
+		}
+	})
+	if err != nil {
 		return err
 	}
-	base := topo.DeepCopy()
-	for j := range topo.Spec.Links {
-		topo.Spec.Links[j].State = ptr.To(s)
-	}
-	return m.lab.Client.Patch(context.Background(), topo, client.MergeFrom(base))
+	return m.lab.Client.Patch(context.Background(), topo, patch)
 }
 
 // cost is what one change took: wall times from the edit's start, and the

@@ -5,6 +5,7 @@ package wiring_test
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -12,6 +13,8 @@ import (
 
 	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/lab/labnet"
+	"github.com/meshnet/meshnet/internal/links"
+	"github.com/meshnet/meshnet/internal/links/netnstest"
 )
 
 // TestKernelVXLANPeerScheduledLater: r1's ADD cannot know r2's node, so its
@@ -219,4 +222,65 @@ func TestKernelNetemReported(t *testing.T) {
 	if !degraded {
 		t.Errorf("conditions %+v: want Degraded naming netem", topo.Status.Conditions)
 	}
+}
+
+// collidingUIDs finds two link uids of pods a and b in namespace whose
+// first VNIs are the same (about 5,000 uids in, by the birthday bound).
+func collidingUIDs(t *testing.T, namespace, a, b string) (int, int) {
+	t.Helper()
+	seen := map[uint32]int{}
+	for uid := 1; uid < 1<<20; uid++ {
+		v := links.VNI(namespace, a, b, uid)
+		if first, ok := seen[v]; ok {
+			return first, uid
+		}
+		seen[v] = uid
+	}
+	t.Fatal("no two uids share a first VNI")
+	return 0, 0
+}
+
+// vxlanID reads the VNI of a pod's vxlan device from the kernel.
+func vxlanID(t *testing.T, p *labnet.Pod, dev string) string {
+	t.Helper()
+	out, err := netnstest.Run(p.Netns, "ip", "-d", "link", "show", dev)
+	if err != nil {
+		t.Fatalf("ip -d link show %s in %s: %v: %s", dev, p.Name, err, out)
+	}
+	m := regexp.MustCompile(`vxlan id (\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("%s of %s is no vxlan device: %s", dev, p.Name, out)
+	}
+	return m[1]
+}
+
+// TestKernelVXLANFirstVNIInUse: two links between the same pods whose first
+// VNIs are the same. The kernel refuses a second device with a VNI, so the
+// second link takes its next VNI; both nodes agree on it, and both links
+// carry traffic.
+func TestKernelVXLANFirstVNIInUse(t *testing.T) {
+	u1, u2 := collidingUIDs(t, "lab", "r1", "r2")
+	lab := labnet.New(t, bins)
+	a := lab.AddNode("node-a", "eth0")
+	b := lab.AddNode("node-b", "eth0")
+	lab.Namespace("lab")
+	topology(t, lab, "lab", "r1", link(u1, "r2", "e1", "e1", "10.0.1.1/30", ""), link(u2, "r2", "e2", "e2", "10.0.2.1/30", ""))
+	topology(t, lab, "lab", "r2", link(u1, "r1", "e1", "e1", "10.0.1.2/30", ""), link(u2, "r1", "e2", "e2", "10.0.2.2/30", ""))
+	r1, r2 := lab.AddPod(a, "lab", "r1"), lab.AddPod(b, "lab", "r2")
+	cni(t, r1, "ADD")
+	cni(t, r2, "ADD")
+	ping(t, r1, "10.0.1.2")
+	ping(t, r1, "10.0.2.2")
+	v1, v2 := vxlanID(t, r1, "e1"), vxlanID(t, r1, "e2")
+	if v1 == v2 {
+		t.Fatalf("both links have vni %s", v1)
+	}
+	if w1, w2 := vxlanID(t, r2, "e1"), vxlanID(t, r2, "e2"); w1 != v1 || w2 != v2 {
+		t.Errorf("ends disagree: r1 has vnis %s and %s, r2 %s and %s", v1, v2, w1, w2)
+	}
+	first := fmt.Sprint(links.VNI("lab", "r1", "r2", u1))
+	if v1 != first && v2 != first {
+		t.Errorf("neither link has the first vni %s (links %d and %d have %s and %s)", first, u1, u2, v1, v2)
+	}
+	t.Logf("links %d and %d share first vni %s; they have %s and %s", u1, u2, first, v1, v2)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/vishvananda/netns"
 
@@ -151,18 +152,31 @@ func (w *Wirer) wireLink(ctx context.Context, p pod, l v1beta1.Link) (wired, err
 		return wired{result: res, record: rec}, nil
 	}
 
-	// A VXLAN between two nodes: make this end, then ask the peer's node
-	// for its end.
-	vni := links.VNI(p.key.Namespace, p.key.Name, l.PeerPod, l.UID)
-	rec.Kind, rec.VNI, rec.PeerNodeIP = v1beta1.LinkKindVXLAN, vni, peerIP.String()
+	// A VXLAN between two nodes: make this end with the first of the
+	// link's VNIs this node has free (the one it has already, if any),
+	// then ask the peer's node for its end with that VNI.
+	vnis := links.VNIs(p.key.Namespace, p.key.Name, l.PeerPod, l.UID)
+	if prev := w.recordedVNI(p.key, l.UID); prev != 0 {
+		if i := slices.Index(vnis, prev); i > 0 {
+			vnis[0], vnis[i] = vnis[i], vnis[0]
+		}
+	}
 	res.Kind = meshnetv1.LinkKind_LINK_KIND_VXLAN
-	x := links.VXLAN{Node: w.node, End: self, VNI: vni, Local: w.cfg.NodeIP, Remote: peerIP}
+	x := links.VXLAN{Node: w.node, End: self, Local: w.cfg.NodeIP, Remote: peerIP}
 	unlock := w.cfg.Locks.Lock(endKey(p.key, l.LocalIntf))
-	r, err := links.EnsureVXLAN(x)
+	var r links.Result
+	for _, x.VNI = range vnis {
+		if r, err = links.EnsureVXLAN(x); !errors.Is(err, links.ErrVNIInUse) {
+			break
+		}
+		log.Info("vni in use on this node, trying the link's next", "vni", x.VNI)
+	}
 	unlock()
 	if err != nil {
 		return wired{}, fmt.Errorf("link %d: %w", l.UID, err)
 	}
+	vni := x.VNI
+	rec.Kind, rec.VNI, rec.PeerNodeIP = v1beta1.LinkKindVXLAN, vni, peerIP.String()
 	log.Info("vxlan end wired", "result", r, "vni", vni, "remote_vtep", peerIP, "peer_node", peerNode)
 	w.applyNetem(p, l)
 	req := &meshnetv1.CreateRemoteEndRequest{
@@ -177,6 +191,20 @@ func (w *Wirer) wireLink(ctx context.Context, p pod, l v1beta1.Link) (wired, err
 		req.Mtu = uint32(*l.MTU)
 	}
 	return wired{result: res, record: rec, remote: req, peerIP: peerIP}, nil
+}
+
+// recordedVNI is the VNI this node gave link uid of pod k, 0 for none.
+func (w *Wirer) recordedVNI(k podstore.Key, uid int) uint32 {
+	rec, ok := w.cfg.Store.Get(k)
+	if !ok {
+		return 0
+	}
+	for _, l := range rec.Links {
+		if l.UID == uid && l.Kind == v1beta1.LinkKindVXLAN {
+			return l.VNI
+		}
+	}
+	return 0
 }
 
 // wireVeth makes a veth to a pod already recorded on this node, with the

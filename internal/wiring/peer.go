@@ -2,7 +2,9 @@ package wiring
 
 import (
 	"context"
+	"errors"
 	"net/netip"
+	"slices"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -47,9 +49,9 @@ func (s peerServer) CreateRemoteEnd(ctx context.Context, req *meshnetv1.CreateRe
 	if l == nil || l.LocalIntf != req.GetEnd().GetInterface() || l.PeerPod != peer.GetName() || l.LinkOptions != nil {
 		return nil, status.Errorf(codes.NotFound, "Topology %s has no link %d on %s to pod %s", k, uid, req.GetEnd().GetInterface(), peer.GetName())
 	}
-	vni := links.VNI(k.Namespace, k.Name, peer.GetName(), uid)
-	if got := req.GetVxlan().GetVni(); got != vni {
-		return nil, status.Errorf(codes.InvalidArgument, "link %d of %s: vni %d, want %d", uid, k, got, vni)
+	vni := req.GetVxlan().GetVni()
+	if vnis := links.VNIs(k.Namespace, k.Name, peer.GetName(), uid); !slices.Contains(vnis, vni) {
+		return nil, status.Errorf(codes.InvalidArgument, "vxlan.vni: link %d of %s: vni %d is none of the link's %v", uid, k, vni, vnis)
 	}
 	remote, err := netip.ParseAddr(req.GetVxlan().GetRemoteVtep())
 	if err != nil {
@@ -73,7 +75,12 @@ func (s peerServer) CreateRemoteEnd(ctx context.Context, req *meshnetv1.CreateRe
 	unlock()
 	if err != nil {
 		w.setLastErr(k, uid, err.Error())
-		return nil, status.Errorf(codes.Internal, "pod %s link %d: %v", k, uid, err)
+		code := codes.Internal
+		if errors.Is(err, links.ErrVNIInUse) {
+			// The other node took a VNI that another link has here.
+			code = codes.AlreadyExists
+		}
+		return nil, status.Errorf(code, "pod %s link %d: %v", k, uid, err)
 	}
 	log.Info("vxlan end wired for peer", "result", r, "vni", vni, "remote_vtep", remote, "peer", peer.GetName())
 	w.applyNetem(pod{key: k, ns: ns, topo: topo}, *l)
