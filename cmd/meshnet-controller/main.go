@@ -57,7 +57,6 @@ func run() error {
 	flag.BoolVar(&insecureConn, "daemon-plaintext", true, "talk to meshnetd without TLS (it serves plaintext gRPC)")
 	flag.DurationVar(&r.Resync, "resync", 30*time.Second, "how often converged Topologies are re-applied, correcting drift")
 	flag.DurationVar(&r.CallTimeout, "call-timeout", 5*time.Second, "timeout of one ApplyPod call, plus 2ms for each link of the pod")
-	flag.DurationVar(&r.StatusInterval, "status-interval", 200*time.Millisecond, "least time between two status writes of one Topology for the same generation; changes within it are written together (the status of an edit is written at once)")
 	flag.IntVar(&r.Workers, "workers", 200, "how many Topologies are reconciled at once; a pass mostly waits on meshnetd and the API server")
 	flag.BoolVar(&leaderElect, "leader-elect", true, "elect a leader so that only one replica acts")
 	flag.StringVar(&leaderNS, "leader-election-namespace", "meshnet", "namespace of the leader election Lease")

@@ -80,13 +80,6 @@ type Reconciler struct {
 	// CallTimeout bounds one ApplyPod, with PerLinkCallTimeout more for
 	// each link of the pod.
 	CallTimeout time.Duration
-	// StatusInterval is the least time between two status writes of one
-	// Topology that say the same generation. A status that changes within
-	// it waits for the rest of it, so a Topology whose links its peers'
-	// edits change over and over in a burst is written once for the burst,
-	// not once for each change. The status of a new generation (the answer
-	// to an edit) is written at once.
-	StatusInterval time.Duration
 	// stale carries peers whose status a pass made stale (refreshPeers).
 	stale chan event.GenericEvent
 	// kernel is the nodes' link watches; ctx, SetupWithManager's, bounds
@@ -182,7 +175,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		pod = nil
 	}
 	if pod == nil || pod.Spec.NodeName == "" {
-		return r.finish(ctx, topo, failedStatus(topo, "", false, ReasonPodNotScheduled, "pod "+req.Name+" is not scheduled on a node yet"), 0)
+		return reconcile.Result{}, r.writeStatus(ctx, topo,
+			failedStatus(topo, "", false, ReasonPodNotScheduled, "pod "+req.Name+" is not scheduled on a node yet"))
 	}
 	node := pod.Spec.NodeName
 	logger = logger.WithValues("node", node)
@@ -194,14 +188,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	d, err := desiredState(topo, pod, peers)
 	if err != nil {
 		r.Recorder.Eventf(topo, nil, corev1.EventTypeWarning, ReasonInvalidSpec, "Apply", "%v", err)
-		return r.finish(ctx, topo, failedStatus(topo, node, true, ReasonInvalidSpec, err.Error()), 0)
+		return reconcile.Result{}, r.writeStatus(ctx, topo, failedStatus(topo, node, true, ReasonInvalidSpec, err.Error()))
 	}
 	r.kernel.follow(r.ctx, node)
 	key := req.NamespacedName
 	if a, ok := r.kernel.current(node, key, d.request, r.Resync); ok {
 		// Applied already: only the kernel (or the status) changed.
 		kl, _ := r.kernel.links(node, key)
-		return r.finish(ctx, topo, convergedStatus(topo, pod, d, kl, a.results), r.Resync-time.Since(a.at))
+		return requeueAfter(r.Resync-time.Since(a.at), r.writeStatus(ctx, topo, convergedStatus(topo, pod, d, kl, a.results)))
 	}
 	r.kernel.unapplied(key)
 	addr, err := r.Daemons.DaemonFor(ctx, node)
@@ -231,7 +225,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return r.fail(ctx, topo, node, ReasonDaemonUnavailable, fmt.Errorf("apply on meshnetd %s: %w", addr, err))
 	case codes.NotFound:
 		// The CNI has not wired the pod on its node yet; its ADD will.
-		return r.finish(ctx, topo, failedStatus(topo, node, false, ReasonLinksPending, "waiting for the pod's CNI ADD on "+node), time.Second)
+		return requeueAfter(time.Second, r.writeStatus(ctx, topo,
+			failedStatus(topo, node, false, ReasonLinksPending, "waiting for the pod's CNI ADD on "+node)))
 	default:
 		err = fmt.Errorf("apply on meshnetd %s: %w", addr, err)
 		if kl, ok := r.kernel.links(node, key); ok {
@@ -252,23 +247,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	st := convergedStatus(topo, pod, d, kl, resp.GetResults())
 	logger.V(1).Info("applied", "links", len(d.request.Links), "generation", topo.Generation)
-	return r.finish(ctx, topo, st, r.Resync)
+	return requeueAfter(r.Resync, r.writeStatus(ctx, topo, st))
 }
 
 // PerLinkCallTimeout is what each link of a pod adds to its ApplyPod's
 // deadline: about ten times what meshnetd takes per link change.
 const PerLinkCallTimeout = 2 * time.Millisecond
 
-// finish ends a pass that converged as far as it could: it writes st and
-// has the pass run again after d (none when 0). A status folded into a
-// later write (see StatusInterval) has the pass run again when that write
-// is due. A failed write is retried after the work queue's backoff.
-func (r *Reconciler) finish(ctx context.Context, topo *v1beta1.Topology, st v1beta1.TopologyStatus, d time.Duration) (reconcile.Result, error) {
-	key := types.NamespacedName{Namespace: topo.Namespace, Name: topo.Name}
-	if wait := r.written.due(key, st, r.StatusInterval); wait > 0 && !r.written.unchanged(key, topo, st, r.Resync) {
-		return reconcile.Result{RequeueAfter: wait}, nil
-	}
-	if err := r.writeStatus(ctx, topo, st); err != nil {
+// requeueAfter has the pass run again after d, or, when err is set, after
+// the work queue's backoff: controller-runtime ignores d with an error.
+func requeueAfter(d time.Duration, err error) (reconcile.Result, error) {
+	if err != nil {
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{RequeueAfter: d}, nil
@@ -477,16 +466,6 @@ func (w *writtenStatuses) unchanged(key types.NamespacedName, topo *v1beta1.Topo
 		return unchanged(topo, st)
 	}
 	return sameStatus(v.(written).status, st)
-}
-
-// due is how long a write of st must wait: the rest of interval since the
-// last write, when that said the same generation; 0 otherwise.
-func (w *writtenStatuses) due(key types.NamespacedName, st v1beta1.TopologyStatus, interval time.Duration) time.Duration {
-	v, ok := w.m.Load(key)
-	if !ok || v.(written).status.ObservedGeneration != st.ObservedGeneration {
-		return 0
-	}
-	return max(interval-time.Since(v.(written).at), 0)
 }
 
 func (w *writtenStatuses) store(key types.NamespacedName, st v1beta1.TopologyStatus) {
