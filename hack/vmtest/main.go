@@ -100,7 +100,10 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.cache, "cache", envOr("MESHNET_CACHE", "/var/cache/meshnet"), "cache directory (kernel, initramfs, run logs)")
 	fs.StringVar(&cfg.kernelDir, "kernel", "", "kernel directory made by hack/vm/kernel.sh (default: run it)")
 	fs.StringVar(&cfg.assets, "assets", os.Getenv("KUBEBUILDER_ASSETS"), "directory of kube-apiserver and etcd to ship for envtest in the VM")
-	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "limit for the whole tier: build, boot and tests")
+	// On a cold build cache the build alone takes 7 minutes, and qemu
+	// emulates the CPU (no KVM on this machine kind): 10 minutes was too
+	// tight for a fresh machine.
+	fs.DurationVar(&cfg.timeout, "timeout", 20*time.Minute, "limit for the whole tier: build, boot and tests")
 	fs.DurationVar(&cfg.bootTimeout, "boot-timeout", 3*time.Minute, "limit for the VM to boot to its test runner")
 	fs.IntVar(&cfg.memMiB, "m", 3072, "VM memory in MiB (kube-apiserver and etcd take about 1.5 GiB)")
 	fs.IntVar(&cfg.cpus, "smp", 2, "VM CPUs")
