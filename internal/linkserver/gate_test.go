@@ -24,6 +24,20 @@ func entered(ctx context.Context, g *gate, k podstore.Key) <-chan error {
 	return ch
 }
 
+// mustEnter waits up to 5 s for a background enter to succeed; what
+// names the call in the failure.
+func mustEnter(t *testing.T, ch <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-ch:
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: still waiting after 5s", what)
+	}
+}
+
 // TestGateRetryWaitsForTheCallItRetries: a second ApplyPod of a pod (the
 // controller's retry after a deadline) does not start while the first
 // works; it starts when the first leaves. Another pod is not held up.
@@ -35,28 +49,14 @@ func TestGateRetryWaitsForTheCallItRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 	retry := entered(context.Background(), &g, r1)
-	select {
-	case err := <-entered(context.Background(), &g, podstore.Key{Namespace: "lab", Name: "r2"}):
-		if err != nil {
-			t.Fatalf("another pod: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("another pod's call waited for r1's")
-	}
+	mustEnter(t, entered(context.Background(), &g, podstore.Key{Namespace: "lab", Name: "r2"}), "another pod's call, beside r1's")
 	select {
 	case err := <-retry:
 		t.Fatalf("the retry ran beside the call it retries (err %v)", err)
 	case <-time.After(100 * time.Millisecond):
 	}
 	leave()
-	select {
-	case err := <-retry:
-		if err != nil {
-			t.Fatalf("retry after the first call left: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the retry never started after the first call left")
-	}
+	mustEnter(t, retry, "the retry, after the first call left")
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.held) != 0 {
@@ -93,14 +93,7 @@ func TestGateWaiterGivesUp(t *testing.T) {
 		}
 	}
 	leave()
-	select {
-	case err := <-entered(context.Background(), &g, k):
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the turn was lost with the waiters that gave up")
-	}
+	mustEnter(t, entered(context.Background(), &g, k), "the next caller, after the waiters gave up")
 	if _, err := g.enter(cancelled, k); status.Code(err) != codes.Canceled {
 		t.Errorf("enter with an ended context: %v, want Canceled", err)
 	}
