@@ -19,6 +19,7 @@ packages=(
 	curl           # REST calls in kernel-tier tests
 	util-linux     # nsenter
 	prometheus     # real PromQL checks of examples/grafana's dashboard (binary only, no service)
+	chromium       # the topology page's test in a real browser (headless; internal/labctl)
 	# node tier and make lab: real nodes (internal/kubecluster)
 	containerd # each node's container runtime (1.6, CRI v1), with containerd-shim-runc-v2
 	runc       # its OCI runtime

@@ -41,7 +41,9 @@ for tier in "${tiers[@]}"; do
 			echo "kernel: this tier needs root (it makes network namespaces)" >&2
 			continue
 		fi
-		gotestsum kernel -- -tags kernel -run '^TestKernel' -count=1 -p 1 ./...
+		# -artifacts keeps what tests save (the topology page's screenshots).
+		mkdir -p "$results/kernel-artifacts"
+		gotestsum kernel -- -tags kernel -run '^TestKernel' -count=1 -p 1 -artifacts -outputdir "$results/kernel-artifacts" ./...
 		;;
 	# Verbose: TestVMScenario's log is the end-to-end demo.
 	vm) format=standard-verbose gotestsum vm --raw-command -- go run ./hack/vmtest -tags vm ./... ;;

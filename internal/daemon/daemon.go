@@ -2,9 +2,9 @@
 // pod store, the CNIService on a root-only unix socket, the node's TCP gRPC
 // server (PeerService, LinkService, DataService, health and reflection,
 // behind one authenticating interceptor) and its HTTP server (REST through
-// grpc-gateway, /metrics, /healthz, /readyz, /openapi.json). On start it
-// installs the CNI plugin and chains it after the primary CNI; a clean
-// shutdown removes the chain again.
+// grpc-gateway, /metrics, /healthz, /readyz, /openapi.json, the topology
+// page /topology/). On start it installs the CNI plugin and chains it after
+// the primary CNI; a clean shutdown removes the chain again.
 package daemon
 
 import (
@@ -52,6 +52,7 @@ import (
 	"github.com/meshnet/meshnet/internal/metrics"
 	"github.com/meshnet/meshnet/internal/partition"
 	"github.com/meshnet/meshnet/internal/podstore"
+	"github.com/meshnet/meshnet/internal/topoview"
 	"github.com/meshnet/meshnet/internal/wiring"
 )
 
@@ -295,6 +296,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Services:  []gateway.Register{meshnetv1.RegisterLinkServiceHandler, meshnetv1.RegisterDataServiceHandler},
 		Gatherer:  registry,
 		Profiling: cfg.Profiling,
+		Topology:  topoview.Handler(),
 	})
 	if err != nil {
 		unixLis.Close()

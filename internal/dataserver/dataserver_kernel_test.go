@@ -73,6 +73,25 @@ func TestKernelLiveCounters(t *testing.T) {
 	t.Logf("node-a edge: tx %v rx %v bytes; node-b edge: tx %v bytes; node-c edge: %q",
 		local["detail__tx_bytes"], local["detail__rx_bytes"], remote["detail__tx_bytes"], down["detail__error"])
 
+	// A clicked edge: both ends as their kernels have them, the far one
+	// over gRPC from node-b; the id's colons travel in the REST path as is
+	// and percent-encoded (as the page's encodeURIComponent sends them).
+	for _, path := range []string{"/v1/namespaces/lab/graph/edges/r3:eth1--r4:eth1", "/v1/namespaces/lab/graph/edges/r3%3Aeth1--r4%3Aeth1"} {
+		detail := h.Get(path, http.StatusOK)
+		ends, _ := detail["ends"].([]any)
+		if len(ends) != 2 {
+			t.Fatalf("GET %s: %v, want the edge and 2 ends", path, detail)
+		}
+		for i, want := range []string{"10.0.1.1/30", "10.0.1.2/30"} {
+			end := ends[i].(map[string]any)
+			link, _ := end["link"].(map[string]any)
+			if addrs, _ := link["addresses"].([]any); len(addrs) != 1 || addrs[0] != want || end["node"] != "node-b" || end["error"] != "" {
+				t.Errorf("GET %s: end %d = %v, want node-b's kernel reading with %s", path, i, end, want)
+			}
+		}
+	}
+	h.Get("/v1/namespaces/lab/graph/edges/r3:eth9--r4:eth9", http.StatusNotFound)
+
 	// Traffic thickens the edge (a rate between two readings, after the
 	// first one's cache time).
 	start := time.Now()

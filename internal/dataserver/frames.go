@@ -68,10 +68,7 @@ const (
 // device and host NIC, one edge per link, both ordered by id. It is pure so
 // that its cost can be measured (BenchmarkEdgesFrame5000).
 func Frames(g Graph) (nodes []*meshnetv1.GraphNode, edges []*meshnetv1.GraphEdge) {
-	b := builder{g: g, topos: make(map[string]*v1beta1.Topology, len(g.Topologies)), nodes: map[string]*nodeAcc{}}
-	for i := range g.Topologies {
-		b.topos[g.Topologies[i].Name] = &g.Topologies[i]
-	}
+	b := newBuilder(g)
 	for i := range g.Topologies {
 		t := &g.Topologies[i]
 		b.pod(t.Name)
@@ -88,6 +85,56 @@ func Frames(g Graph) (nodes []*meshnetv1.GraphNode, edges []*meshnetv1.GraphEdge
 	slices.SortFunc(nodes, func(a, b *meshnetv1.GraphNode) int { return cmp.Compare(a.Id, b.Id) })
 	slices.SortFunc(edges, func(a, b *meshnetv1.GraphEdge) int { return cmp.Compare(a.Id, b.Id) })
 	return nodes, edges
+}
+
+// EdgeEnds returns the edge of g whose id is id, with its ends in the pods,
+// source first; nil when g has no such edge.
+func EdgeEnds(g Graph, id string) (*meshnetv1.GraphEdge, []*meshnetv1.GraphEdgeEnd) {
+	_, edges := Frames(g)
+	i, ok := slices.BinarySearchFunc(edges, id, func(e *meshnetv1.GraphEdge, id string) int { return cmp.Compare(e.Id, id) })
+	if !ok {
+		return nil, nil
+	}
+	e := edges[i]
+	b := newBuilder(g)
+	ends := []*meshnetv1.GraphEdgeEnd{b.edgeEnd(e.Source, e.DetailSourceInterface, int(e.DetailUid))}
+	if !strings.Contains(e.Target, ":") {
+		// A pod: the ids of physical devices and host NICs have a kind prefix.
+		ends = append(ends, b.edgeEnd(e.Target, e.DetailTargetInterface, int(e.DetailUid)))
+	}
+	return e, ends
+}
+
+// edgeEnd is pod's interface intf, link uid, as the data API shows it.
+func (b *builder) edgeEnd(pod, intf string, uid int) *meshnetv1.GraphEdgeEnd {
+	x := b.end(pod, b.topos[pod], intf, uid)
+	r := &meshnetv1.GraphEdgeEnd{Pod: pod, Interface: intf, Node: x.node}
+	switch {
+	case x.live != nil:
+		r.Link = x.live.Status
+		if n := x.live.Status.GetNetem(); n != nil {
+			r.Netem = tcWords(n)
+		}
+	case b.g.Pods[pod] == nil:
+		r.Error = "no pod " + pod + " in namespace " + b.g.Namespace
+	case !x.present:
+		r.Error = "pod " + pod + " is being deleted"
+	case x.node == "":
+		r.Error = "pod " + pod + " is on no node yet"
+	case b.g.Unavailable[x.node] != "":
+		r.Error = "no reading from node " + x.node + ": " + b.g.Unavailable[x.node]
+	default:
+		r.Error = "the meshnetd of node " + x.node + " reports no interface " + intf + " in pod " + pod
+	}
+	return r
+}
+
+func newBuilder(g Graph) *builder {
+	b := &builder{g: g, topos: make(map[string]*v1beta1.Topology, len(g.Topologies)), nodes: map[string]*nodeAcc{}}
+	for i := range g.Topologies {
+		b.topos[g.Topologies[i].Name] = &g.Topologies[i]
+	}
+	return b
 }
 
 type builder struct {
@@ -413,6 +460,7 @@ func (b *builder) fill(e *meshnetv1.GraphEdge, l *v1beta1.Link, src end) {
 		return
 	}
 	e.Thickness = thickness(src.live.BytesPerSecond)
+	e.DetailRateBps = max(0, 8*src.live.BytesPerSecond)
 	if c := src.live.Status.GetCounters(); c != nil {
 		e.DetailTxBytes, e.DetailRxBytes = float64(c.TxBytes), float64(c.RxBytes)
 		e.DetailTxPackets, e.DetailRxPackets = float64(c.TxPackets), float64(c.RxPackets)

@@ -395,3 +395,34 @@ func BenchmarkEdgesJSON5000(b *testing.B) {
 		}
 	}
 }
+
+// TestEdgeEnds: a clicked edge shows both ends of a pod-to-pod link (each as
+// its node's kernel has it, or why not), one end for a physical peer, and
+// nothing for an id the graph does not have.
+func TestEdgeEnds(t *testing.T) {
+	g := lab()
+	g.Live[dataserver.End{"r2", "eth1"}] = dataserver.Live{Status: &meshnetv1.LinkStatus{Interface: "eth1", Mtu: 1500, Addresses: []string{"10.0.0.2/30"}}}
+	e, ends := dataserver.EdgeEnds(g, "r1:eth1--r2:eth1")
+	if e == nil || len(ends) != 2 {
+		t.Fatalf("veth edge: %v with %d ends, want the edge and 2 ends", e, len(ends))
+	}
+	if s, d := ends[0], ends[1]; s.Pod != "r1" || s.Interface != "eth1" || s.Node != "node-a" || s.GetLink().GetCounters().GetTxBytes() != 1<<40 ||
+		d.Pod != "r2" || d.GetLink().GetAddresses()[0] != "10.0.0.2/30" || s.Error != "" || d.Error != "" {
+		t.Errorf("veth ends: %v; %v, want r1's and r2's kernel readings", s, d)
+	}
+	if e.DetailRateBps != 8e6 {
+		t.Errorf("rate %v bit/s, want 8e6 (1 MB/s)", e.DetailRateBps)
+	}
+
+	_, ends = dataserver.EdgeEnds(g, "r1:eth2--r3:eth1")
+	if len(ends) != 2 || ends[0].Link != nil || !strings.Contains(ends[0].Error, "node-a reports no interface eth2") ||
+		!strings.Contains(ends[1].Error, "no reading from node node-b: meshnetd of node node-b did not answer") {
+		t.Errorf("vxlan ends without readings: %v, want why each is missing", ends)
+	}
+	if _, ends = dataserver.EdgeEnds(g, "r1:eth3--physical:sw1:Ethernet1"); len(ends) != 1 || ends[0].Pod != "r1" {
+		t.Errorf("physical peer: %v, want r1's end alone", ends)
+	}
+	if e, ends := dataserver.EdgeEnds(g, "r1:eth9--r2:eth9"); e != nil || ends != nil {
+		t.Errorf("unknown id: %v %v, want nil", e, ends)
+	}
+}

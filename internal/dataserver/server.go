@@ -89,6 +89,7 @@ func Policy(readOpen bool) auth.Policy {
 		meshnetv1.DataService_GetNodeGraph_FullMethodName:   a,
 		meshnetv1.DataService_ListGraphNodes_FullMethodName: a,
 		meshnetv1.DataService_ListGraphEdges_FullMethodName: a,
+		meshnetv1.DataService_GetGraphEdge_FullMethodName:   a,
 	}
 }
 
@@ -149,42 +150,65 @@ func toStruct(v any) (*structpb.Struct, error) {
 
 // GetNodeGraph implements meshnetv1.DataServiceServer.
 func (s *Server) GetNodeGraph(ctx context.Context, req *meshnetv1.GetNodeGraphRequest) (*meshnetv1.GetNodeGraphResponse, error) {
-	nodes, edges, err := s.graph(ctx, req.GetNamespace())
+	g, err := s.graph(ctx, req.GetNamespace())
 	if err != nil {
 		return nil, err
 	}
+	nodes, edges := Frames(g)
 	return &meshnetv1.GetNodeGraphResponse{Nodes: nodes, Edges: edges}, nil
 }
 
 // ListGraphNodes implements meshnetv1.DataServiceServer.
 func (s *Server) ListGraphNodes(ctx context.Context, req *meshnetv1.ListGraphNodesRequest) (*meshnetv1.ListGraphNodesResponse, error) {
-	nodes, _, err := s.graph(ctx, req.GetNamespace())
+	g, err := s.graph(ctx, req.GetNamespace())
 	if err != nil {
 		return nil, err
 	}
+	nodes, _ := Frames(g)
 	return &meshnetv1.ListGraphNodesResponse{Nodes: nodes}, nil
 }
 
 // ListGraphEdges implements meshnetv1.DataServiceServer.
 func (s *Server) ListGraphEdges(ctx context.Context, req *meshnetv1.ListGraphEdgesRequest) (*meshnetv1.ListGraphEdgesResponse, error) {
-	_, edges, err := s.graph(ctx, req.GetNamespace())
+	g, err := s.graph(ctx, req.GetNamespace())
 	if err != nil {
 		return nil, err
 	}
+	_, edges := Frames(g)
 	return &meshnetv1.ListGraphEdgesResponse{Edges: edges}, nil
 }
 
-func (s *Server) graph(ctx context.Context, ns string) ([]*meshnetv1.GraphNode, []*meshnetv1.GraphEdge, error) {
+// GetGraphEdge implements meshnetv1.DataServiceServer.
+func (s *Server) GetGraphEdge(ctx context.Context, req *meshnetv1.GetGraphEdgeRequest) (*meshnetv1.GetGraphEdgeResponse, error) {
+	if err := checkNamespace(req.GetNamespace()); err != nil {
+		return nil, err
+	}
+	if req.GetId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "id: required (an edge id of the graph, like r1:eth1--r2:eth1)")
+	}
+	g, err := s.graph(ctx, req.GetNamespace())
+	if err != nil {
+		return nil, err
+	}
+	e, ends := EdgeEnds(g, req.GetId())
+	if e == nil {
+		return nil, status.Errorf(codes.NotFound, "id %q: no such edge in namespace %s", req.GetId(), req.GetNamespace())
+	}
+	return &meshnetv1.GetGraphEdgeResponse{Edge: e, Ends: ends}, nil
+}
+
+// graph gathers what namespace ns's graph is drawn from.
+func (s *Server) graph(ctx context.Context, ns string) (Graph, error) {
 	if err := checkNamespace(ns); err != nil {
-		return nil, nil, err
+		return Graph{}, err
 	}
 	topos, err := s.topologies(ctx, ns)
 	if err != nil {
-		return nil, nil, err
+		return Graph{}, err
 	}
 	var pods corev1.PodList
 	if err := s.reader.List(ctx, &pods, client.InNamespace(ns)); err != nil {
-		return nil, nil, status.Errorf(codes.Unavailable, "list pods in %s: %v", ns, err)
+		return Graph{}, status.Errorf(codes.Unavailable, "list pods in %s: %v", ns, err)
 	}
 	g := Graph{Namespace: ns, Topologies: topos, Pods: make(map[string]*corev1.Pod, len(pods.Items))}
 	for i := range pods.Items {
@@ -201,8 +225,7 @@ func (s *Server) graph(ctx context.Context, ns string) ([]*meshnetv1.GraphNode, 
 			g.Unavailable[n] = "this meshnetd reads no kernel counters"
 		}
 	}
-	nodes, edges := Frames(g)
-	return nodes, edges, nil
+	return g, nil
 }
 
 // hostingNodes are the Kubernetes nodes of the namespace's pods that have

@@ -7,6 +7,7 @@
 //	               (Unauthenticated 401, PermissionDenied 403, InvalidArgument 400,
 //	               NotFound 404, FailedPrecondition 400)
 //	/openapi.json  the OpenAPI v2 document
+//	/topology/     the topology page, when Config.Topology is set
 //	/metrics       Prometheus metrics
 //	/healthz       200 while the process serves HTTP
 //	/readyz        200 when the gRPC health service says SERVING, else 503
@@ -55,6 +56,9 @@ type Config struct {
 	OpenAPI []byte
 	// ReadyTimeout bounds /readyz's health check; 0 means 2s.
 	ReadyTimeout time.Duration
+	// Topology is served on /topology/ (the topology page, which reads the
+	// REST data API of the same origin); nil serves none.
+	Topology http.Handler
 }
 
 // DefaultMarshaler is protojson with the field names of the OpenAPI
@@ -123,6 +127,9 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
+	if cfg.Topology != nil {
+		mux.Handle("GET /topology/", http.StripPrefix("/topology", cfg.Topology))
+	}
 	if cfg.Profiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

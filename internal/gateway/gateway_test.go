@@ -22,6 +22,7 @@ import (
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/internal/gateway"
+	"github.com/meshnet/meshnet/internal/topoview"
 )
 
 // stub answers GetLink by pod name: the gateway's mapping is pure logic,
@@ -186,6 +187,27 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 	if code, _ := get(t, start(t, gateway.Config{}).url+"/metrics", ""); code == 200 {
 		t.Fatal("/metrics served without a gatherer")
+	}
+}
+
+// TestTopologyPage: the page is served under /topology/ when given, and
+// /topology sends the browser there with its namespace.
+func TestTopologyPage(t *testing.T) {
+	f := start(t, gateway.Config{Topology: topoview.Handler()})
+	if code, body := get(t, f.url+"/topology/", ""); code != 200 || !strings.Contains(body, "topology.js") {
+		t.Fatalf("/topology/: %d %s", code, body)
+	}
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.Get(f.url + "/topology?namespace=lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if loc := resp.Header.Get("Location"); resp.StatusCode/100 != 3 || loc != "/topology/?namespace=lab" {
+		t.Errorf("/topology?namespace=lab: %d to %q, want a redirect to /topology/?namespace=lab", resp.StatusCode, loc)
+	}
+	if code, _ := get(t, start(t, gateway.Config{}).url+"/topology/", ""); code == 200 {
+		t.Error("/topology/ served without a page")
 	}
 }
 

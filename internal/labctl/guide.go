@@ -85,6 +85,7 @@ func (g guide) String() string {
 	w(`  curl -s -X DELETE -H %s %s/links/%s/netem`, auth, rest, local.Intf)
 	w("  curl -s http://%s:%d/v1/namespaces/%s/graph       # what Grafana's Node Graph draws", node.IP, lab.HTTPPort, ns)
 	w("  curl -s http://%s:%d/metrics | grep meshnet_link_", node.IP, lab.HTTPPort)
+	w("Topology page, live (click a link for both of its ends): http://%s:%d/topology/?namespace=%s", node.IP, lab.HTTPPort, ns)
 	w("Logs: %s (the lab), %s, %s", filepath.Join(g.lab.Dir(), logFile), filepath.Join(g.lab.Dir(), "meshnet-controller.log"), node.LogFile)
 	w("Remove every trace: %s", g.down)
 	return b.String()

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshnet/meshnet/internal/lab/labnet"
 	"github.com/meshnet/meshnet/internal/labctl"
@@ -40,25 +41,42 @@ func repoFile(t *testing.T, rel string) string {
 	return abs
 }
 
+// labUp brings a lab up with bin's meshnet-lab, as `make lab` does, for the
+// topology file at rel (from the repository's root), and returns its state
+// directory and the guide it printed. The lab goes down at the test's end.
+func labUp(t *testing.T, bin, rel string) (dir, guide string) {
+	t.Helper()
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set; run through `make test-kernel` (hack/controlplane.sh builds kube-apiserver and etcd)")
+	}
+	dir = filepath.Join(t.TempDir(), "lab")
+	lab := filepath.Join(bin, "meshnet-lab")
+	out, err := exec.Command(lab, "up", "-dir", dir, "-bin", bin, repoFile(t, rel)).CombinedOutput()
+	t.Cleanup(func() { _ = exec.Command(lab, "down", "-dir", dir).Run() })
+	if err != nil {
+		t.Fatalf("meshnet-lab up: %v\n%s", err, out)
+	}
+	t.Logf("$ meshnet-lab up %s\n%s", rel, out)
+	return dir, string(out)
+}
+
 // TestKernelLabUpRunsItsGuideAndDownLeavesNothing brings a lab up with the
 // meshnet-lab binary as `make lab` does, runs every command the printed
 // guide offers (but kubectl edit, which needs an editor) exactly as printed,
 // and checks that down removes every namespace, interface, process and file.
 func TestKernelLabUpRunsItsGuideAndDownLeavesNothing(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set; run through `make test-kernel` (hack/controlplane.sh builds kube-apiserver and etcd)")
-	}
 	bin := buildLab(t)
-	dir := filepath.Join(t.TempDir(), "lab")
 	lab := filepath.Join(bin, "meshnet-lab")
-	up := exec.Command(lab, "up", "-dir", dir, "-bin", bin, repoFile(t, "examples/physical-peer/topology.yml"))
-	out, err := up.CombinedOutput()
-	t.Cleanup(func() { _ = exec.Command(lab, "down", "-dir", dir).Run() })
-	if err != nil {
-		t.Fatalf("meshnet-lab up: %v\n%s", err, out)
+	dir, guide := labUp(t, bin, "examples/physical-peer/topology.yml")
+
+	// The page the guide prints draws the physical device as its own node.
+	p := openPage(t, pageURL(t, guide))
+	p.waitFor("r1, r2 and the physical device phy1 drawn, 2 links", `nodes().length === 3 && edges().length === 2`, 10*time.Second)
+	if kind := eval[string](p, `document.querySelector('#graph g.node[data-id="physical:phy1"]')?.dataset.kind ?? ""`); kind != "physical" {
+		t.Errorf("phy1 drawn as %q, want its own node of kind physical", kind)
 	}
-	guide := string(out)
-	t.Logf("$ meshnet-lab up examples/physical-peer/topology.yml\n%s", guide)
+	p.screenshot("physical-peer.png")
+	p.close()
 
 	var env []string
 	ran := 0

@@ -3,6 +3,9 @@
 package labctl_test
 
 import (
+	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,6 +59,18 @@ func TestNodeLabUpRunsItsGuideAndDownLeavesNothing(t *testing.T) {
 		t.Logf("the guide's %d commands:\n%s", len(script), out)
 	}
 
+	// The topology page the guide prints, served by the installed
+	// DaemonSet's meshnetd, and the graph it draws from.
+	page := pageURL(t, guide)
+	if code, body := httpGet(t, page); code != http.StatusOK || !strings.Contains(body, "topology.js") {
+		t.Errorf("GET %s: %d %.200s, want the topology page", page, code, body)
+	}
+	graph := strings.Replace(page, "/topology/?namespace=", "/v1/namespaces/", 1) + "/graph"
+	var g struct{ Nodes, Edges []struct{ ID string } }
+	if code, body := httpGet(t, graph); code != http.StatusOK || json.Unmarshal([]byte(body), &g) != nil || len(g.Nodes) != 3 || len(g.Edges) != 2 {
+		t.Errorf("GET %s: %d %.300s, want line-3's 3 pods and 2 links", graph, code, body)
+	}
+
 	down, err := exec.Command(lab, "down", "-dir", dir).CombinedOutput()
 	if err != nil {
 		t.Fatalf("meshnet-lab down: %v\n%s", err, down)
@@ -64,4 +79,18 @@ func TestNodeLabUpRunsItsGuideAndDownLeavesNothing(t *testing.T) {
 	for _, l := range kubecluster.Leftovers(dir, labctl.NetnsPrefix) {
 		t.Errorf("left behind by down: %s", l)
 	}
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return resp.StatusCode, string(body)
 }

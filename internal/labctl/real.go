@@ -171,6 +171,7 @@ func (g realGuide) String(ctx context.Context) (string, error) {
 	w("  export KUBECONFIG=%s", g.c.Kubeconfig)
 	w("  kubectl get pods,topo -n %s -o wide", g.ns)
 	w("  kubectl -n meshnet get daemonset,deployment,pods -o wide")
+	var hostIP string // of the node of the example link's pod
 	if found {
 		local, peer := link.Endpoints[0], link.Endpoints[1]
 		w("  kubectl exec -n %s %s -- ip addr show %s", g.ns, local.Name, local.Intf)
@@ -179,7 +180,6 @@ func (g realGuide) String(ctx context.Context) (string, error) {
 		}
 		w("  kubectl edit topo -n %s %s                 # on link %s add:  state: down", g.ns, local.Name, local.Intf)
 		w("  kubectl get topo -n %s %s -o yaml          # status: what the kernel has", g.ns, local.Name)
-		var hostIP string
 		for _, p := range pods.Items {
 			if p.Name == local.Name {
 				hostIP = p.Status.HostIP
@@ -195,6 +195,9 @@ func (g realGuide) String(ctx context.Context) (string, error) {
 		w("  curl -s http://%s:%d/v1/namespaces/%s/pods/%s/links", hostIP, lab.HTTPPort, g.ns, local.Name)
 	}
 	w("  kubectl -n meshnet rollout restart daemonset/meshnetd   # links and their state survive")
+	if hostIP != "" {
+		w("Topology page, live (click a link for both of its ends): http://%s:%d/topology/?namespace=%s", hostIP, lab.HTTPPort, g.ns)
+	}
 	w("Remove it: %s", g.down)
 	return b.String(), nil
 }

@@ -31,7 +31,7 @@ var (
 		"detail__source_interface", "detail__target_interface", "detail__uid",
 		"detail__vni", "detail__error", "detail__tx_bytes", "detail__rx_bytes",
 		"detail__tx_packets", "detail__rx_packets", "detail__tx_drops",
-		"detail__rx_drops", "detail__tx_errors", "detail__rx_errors",
+		"detail__rx_drops", "detail__tx_errors", "detail__rx_errors", "detail__rate_bps",
 	}
 )
 
@@ -61,7 +61,7 @@ func TestServicesHaveMethods(t *testing.T) {
 		{"meshnet/v1/cni.proto", "CNIService", []string{"SetupPod", "TeardownPod", "CheckPod", "GarbageCollect"}},
 		{"meshnet/v1/peer.proto", "PeerService", []string{"CreateRemoteEnd", "DeleteRemoteEnd", "SetRemoteState", "SetRemoteStates"}},
 		{"meshnet/v1/link.proto", "LinkService", []string{"SetLinkState", "SetNetem", "ClearNetem", "SetRoutes", "GetLink", "ListLinks", "ApplyPod", "WatchLinks"}},
-		{"meshnet/v1/data.proto", "DataService", []string{"ListTopologies", "GetNodeGraph", "ListGraphNodes", "ListGraphEdges"}},
+		{"meshnet/v1/data.proto", "DataService", []string{"ListTopologies", "GetNodeGraph", "ListGraphNodes", "ListGraphEdges", "GetGraphEdge"}},
 	} {
 		sd := service(t, tc.file, tc.service)
 		var got []string

@@ -400,6 +400,210 @@ func (x *ListGraphEdgesResponse) GetEdges() []*GraphEdge {
 	return nil
 }
 
+// GetGraphEdgeRequest names one edge of a namespace's graph.
+type GetGraphEdgeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Kubernetes namespace; required.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// The edge's id, GraphEdge.id ("r1:eth1--r2:eth1"); required.
+	Id            string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetGraphEdgeRequest) Reset() {
+	*x = GetGraphEdgeRequest{}
+	mi := &file_meshnet_v1_data_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetGraphEdgeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetGraphEdgeRequest) ProtoMessage() {}
+
+func (x *GetGraphEdgeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meshnet_v1_data_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetGraphEdgeRequest.ProtoReflect.Descriptor instead.
+func (*GetGraphEdgeRequest) Descriptor() ([]byte, []int) {
+	return file_meshnet_v1_data_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GetGraphEdgeRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GetGraphEdgeRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// GetGraphEdgeResponse is one edge and its ends.
+type GetGraphEdgeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The edge as GetNodeGraph has it.
+	Edge *GraphEdge `protobuf:"bytes,1,opt,name=edge,proto3" json:"edge,omitempty"`
+	// The link's ends in the pods, source first: one for a link to a physical
+	// device or a host NIC, two for a link between pods.
+	Ends          []*GraphEdgeEnd `protobuf:"bytes,2,rep,name=ends,proto3" json:"ends,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetGraphEdgeResponse) Reset() {
+	*x = GetGraphEdgeResponse{}
+	mi := &file_meshnet_v1_data_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetGraphEdgeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetGraphEdgeResponse) ProtoMessage() {}
+
+func (x *GetGraphEdgeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_meshnet_v1_data_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetGraphEdgeResponse.ProtoReflect.Descriptor instead.
+func (*GetGraphEdgeResponse) Descriptor() ([]byte, []int) {
+	return file_meshnet_v1_data_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *GetGraphEdgeResponse) GetEdge() *GraphEdge {
+	if x != nil {
+		return x.Edge
+	}
+	return nil
+}
+
+func (x *GetGraphEdgeResponse) GetEnds() []*GraphEdgeEnd {
+	if x != nil {
+		return x.Ends
+	}
+	return nil
+}
+
+// GraphEdgeEnd is one end of a link, a pod's interface.
+type GraphEdgeEnd struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Pod that holds this end.
+	Pod string `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
+	// Interface name inside the pod.
+	Interface string `protobuf:"bytes,2,opt,name=interface,proto3" json:"interface,omitempty"`
+	// Kubernetes node of the pod; empty while it has none.
+	Node string `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`
+	// The end as its node's kernel reports it (LinkService.ListLinks); absent
+	// when it could not be read, and error says why.
+	Link *LinkStatus `protobuf:"bytes,4,opt,name=link,proto3" json:"link,omitempty"`
+	// Why link is absent; empty when it is present.
+	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// The end's netem in tc's words ("delay 40ms 5ms loss 1%"), as
+	// GraphEdge.detail__netem spells the source end's; empty for none.
+	Netem         string `protobuf:"bytes,6,opt,name=netem,proto3" json:"netem,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GraphEdgeEnd) Reset() {
+	*x = GraphEdgeEnd{}
+	mi := &file_meshnet_v1_data_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GraphEdgeEnd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GraphEdgeEnd) ProtoMessage() {}
+
+func (x *GraphEdgeEnd) ProtoReflect() protoreflect.Message {
+	mi := &file_meshnet_v1_data_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GraphEdgeEnd.ProtoReflect.Descriptor instead.
+func (*GraphEdgeEnd) Descriptor() ([]byte, []int) {
+	return file_meshnet_v1_data_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *GraphEdgeEnd) GetPod() string {
+	if x != nil {
+		return x.Pod
+	}
+	return ""
+}
+
+func (x *GraphEdgeEnd) GetInterface() string {
+	if x != nil {
+		return x.Interface
+	}
+	return ""
+}
+
+func (x *GraphEdgeEnd) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *GraphEdgeEnd) GetLink() *LinkStatus {
+	if x != nil {
+		return x.Link
+	}
+	return nil
+}
+
+func (x *GraphEdgeEnd) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *GraphEdgeEnd) GetNetem() string {
+	if x != nil {
+		return x.Netem
+	}
+	return ""
+}
+
 // GraphNode is one row of the Node Graph nodes frame: a pod, or a physical
 // device at the end of a PHYSICAL link.
 type GraphNode struct {
@@ -440,7 +644,7 @@ type GraphNode struct {
 
 func (x *GraphNode) Reset() {
 	*x = GraphNode{}
-	mi := &file_meshnet_v1_data_proto_msgTypes[8]
+	mi := &file_meshnet_v1_data_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -452,7 +656,7 @@ func (x *GraphNode) String() string {
 func (*GraphNode) ProtoMessage() {}
 
 func (x *GraphNode) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_data_proto_msgTypes[8]
+	mi := &file_meshnet_v1_data_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -465,7 +669,7 @@ func (x *GraphNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GraphNode.ProtoReflect.Descriptor instead.
 func (*GraphNode) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_data_proto_rawDescGZIP(), []int{8}
+	return file_meshnet_v1_data_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GraphNode) GetId() string {
@@ -624,13 +828,16 @@ type GraphEdge struct {
 	DetailTxErrors float64 `protobuf:"fixed64,25,opt,name=detail_tx_errors,json=detail__tx_errors,proto3" json:"detail_tx_errors,omitempty"`
 	// Receive errors of the source end.
 	DetailRxErrors float64 `protobuf:"fixed64,26,opt,name=detail_rx_errors,json=detail__rx_errors,proto3" json:"detail_rx_errors,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Traffic through the source end (sent and received) between its node's
+	// last two readings, bits per second; 0 until two readings exist.
+	DetailRateBps float64 `protobuf:"fixed64,27,opt,name=detail_rate_bps,json=detail__rate_bps,proto3" json:"detail_rate_bps,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GraphEdge) Reset() {
 	*x = GraphEdge{}
-	mi := &file_meshnet_v1_data_proto_msgTypes[9]
+	mi := &file_meshnet_v1_data_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -642,7 +849,7 @@ func (x *GraphEdge) String() string {
 func (*GraphEdge) ProtoMessage() {}
 
 func (x *GraphEdge) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_data_proto_msgTypes[9]
+	mi := &file_meshnet_v1_data_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -655,7 +862,7 @@ func (x *GraphEdge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GraphEdge.ProtoReflect.Descriptor instead.
 func (*GraphEdge) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_data_proto_rawDescGZIP(), []int{9}
+	return file_meshnet_v1_data_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GraphEdge) GetId() string {
@@ -840,12 +1047,19 @@ func (x *GraphEdge) GetDetailRxErrors() float64 {
 	return 0
 }
 
+func (x *GraphEdge) GetDetailRateBps() float64 {
+	if x != nil {
+		return x.DetailRateBps
+	}
+	return 0
+}
+
 var File_meshnet_v1_data_proto protoreflect.FileDescriptor
 
 const file_meshnet_v1_data_proto_rawDesc = "" +
 	"\n" +
 	"\x15meshnet/v1/data.proto\x12\n" +
-	"meshnet.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\"5\n" +
+	"meshnet.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x16meshnet/v1/types.proto\"5\n" +
 	"\x15ListTopologiesRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\"Q\n" +
 	"\x16ListTopologiesResponse\x127\n" +
@@ -864,7 +1078,20 @@ const file_meshnet_v1_data_proto_rawDesc = "" +
 	"\x15ListGraphEdgesRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\"E\n" +
 	"\x16ListGraphEdgesResponse\x12+\n" +
-	"\x05edges\x18\x01 \x03(\v2\x15.meshnet.v1.GraphEdgeR\x05edges\"\xb8\x03\n" +
+	"\x05edges\x18\x01 \x03(\v2\x15.meshnet.v1.GraphEdgeR\x05edges\"C\n" +
+	"\x13GetGraphEdgeRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"o\n" +
+	"\x14GetGraphEdgeResponse\x12)\n" +
+	"\x04edge\x18\x01 \x01(\v2\x15.meshnet.v1.GraphEdgeR\x04edge\x12,\n" +
+	"\x04ends\x18\x02 \x03(\v2\x18.meshnet.v1.GraphEdgeEndR\x04ends\"\xaa\x01\n" +
+	"\fGraphEdgeEnd\x12\x10\n" +
+	"\x03pod\x18\x01 \x01(\tR\x03pod\x12\x1c\n" +
+	"\tinterface\x18\x02 \x01(\tR\tinterface\x12\x12\n" +
+	"\x04node\x18\x03 \x01(\tR\x04node\x12*\n" +
+	"\x04link\x18\x04 \x01(\v2\x16.meshnet.v1.LinkStatusR\x04link\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12\x14\n" +
+	"\x05netem\x18\x06 \x01(\tR\x05netem\"\xb8\x03\n" +
 	"\tGraphNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12\x1a\n" +
@@ -880,7 +1107,7 @@ const file_meshnet_v1_data_proto_rawDesc = "" +
 	"\vdetail_kind\x18\v \x01(\tR\fdetail__kind\x12+\n" +
 	"\x10detail_namespace\x18\f \x01(\tR\x11detail__namespace\x12!\n" +
 	"\vdetail_vtep\x18\r \x01(\tR\fdetail__vtep\x12 \n" +
-	"\vhighlighted\x18\x0e \x01(\bR\vhighlighted\"\xdd\a\n" +
+	"\vhighlighted\x18\x0e \x01(\bR\vhighlighted\"\x88\b\n" +
 	"\tGraphEdge\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x12\x16\n" +
@@ -911,12 +1138,14 @@ const file_meshnet_v1_data_proto_rawDesc = "" +
 	"\x0fdetail_tx_drops\x18\x17 \x01(\x01R\x10detail__tx_drops\x12)\n" +
 	"\x0fdetail_rx_drops\x18\x18 \x01(\x01R\x10detail__rx_drops\x12+\n" +
 	"\x10detail_tx_errors\x18\x19 \x01(\x01R\x11detail__tx_errors\x12+\n" +
-	"\x10detail_rx_errors\x18\x1a \x01(\x01R\x11detail__rx_errors2\xa7\x04\n" +
+	"\x10detail_rx_errors\x18\x1a \x01(\x01R\x11detail__rx_errors\x12)\n" +
+	"\x0fdetail_rate_bps\x18\x1b \x01(\x01R\x10detail__rate_bps2\xb0\x05\n" +
 	"\vDataService\x12\x86\x01\n" +
 	"\x0eListTopologies\x12!.meshnet.v1.ListTopologiesRequest\x1a\".meshnet.v1.ListTopologiesResponse\"-\x82\xd3\xe4\x93\x02'\x12%/v1/namespaces/{namespace}/topologies\x12{\n" +
 	"\fGetNodeGraph\x12\x1f.meshnet.v1.GetNodeGraphRequest\x1a .meshnet.v1.GetNodeGraphResponse\"(\x82\xd3\xe4\x93\x02\"\x12 /v1/namespaces/{namespace}/graph\x12\x87\x01\n" +
 	"\x0eListGraphNodes\x12!.meshnet.v1.ListGraphNodesRequest\x1a\".meshnet.v1.ListGraphNodesResponse\".\x82\xd3\xe4\x93\x02(\x12&/v1/namespaces/{namespace}/graph/nodes\x12\x87\x01\n" +
-	"\x0eListGraphEdges\x12!.meshnet.v1.ListGraphEdgesRequest\x1a\".meshnet.v1.ListGraphEdgesResponse\".\x82\xd3\xe4\x93\x02(\x12&/v1/namespaces/{namespace}/graph/edgesB;Z9github.com/meshnet/meshnet/api/proto/meshnet/v1;meshnetv1b\x06proto3"
+	"\x0eListGraphEdges\x12!.meshnet.v1.ListGraphEdgesRequest\x1a\".meshnet.v1.ListGraphEdgesResponse\".\x82\xd3\xe4\x93\x02(\x12&/v1/namespaces/{namespace}/graph/edges\x12\x86\x01\n" +
+	"\fGetGraphEdge\x12\x1f.meshnet.v1.GetGraphEdgeRequest\x1a .meshnet.v1.GetGraphEdgeResponse\"3\x82\xd3\xe4\x93\x02-\x12+/v1/namespaces/{namespace}/graph/edges/{id}B;Z9github.com/meshnet/meshnet/api/proto/meshnet/v1;meshnetv1b\x06proto3"
 
 var (
 	file_meshnet_v1_data_proto_rawDescOnce sync.Once
@@ -930,7 +1159,7 @@ func file_meshnet_v1_data_proto_rawDescGZIP() []byte {
 	return file_meshnet_v1_data_proto_rawDescData
 }
 
-var file_meshnet_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_meshnet_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_meshnet_v1_data_proto_goTypes = []any{
 	(*ListTopologiesRequest)(nil),  // 0: meshnet.v1.ListTopologiesRequest
 	(*ListTopologiesResponse)(nil), // 1: meshnet.v1.ListTopologiesResponse
@@ -940,29 +1169,38 @@ var file_meshnet_v1_data_proto_goTypes = []any{
 	(*ListGraphNodesResponse)(nil), // 5: meshnet.v1.ListGraphNodesResponse
 	(*ListGraphEdgesRequest)(nil),  // 6: meshnet.v1.ListGraphEdgesRequest
 	(*ListGraphEdgesResponse)(nil), // 7: meshnet.v1.ListGraphEdgesResponse
-	(*GraphNode)(nil),              // 8: meshnet.v1.GraphNode
-	(*GraphEdge)(nil),              // 9: meshnet.v1.GraphEdge
-	(*structpb.Struct)(nil),        // 10: google.protobuf.Struct
+	(*GetGraphEdgeRequest)(nil),    // 8: meshnet.v1.GetGraphEdgeRequest
+	(*GetGraphEdgeResponse)(nil),   // 9: meshnet.v1.GetGraphEdgeResponse
+	(*GraphEdgeEnd)(nil),           // 10: meshnet.v1.GraphEdgeEnd
+	(*GraphNode)(nil),              // 11: meshnet.v1.GraphNode
+	(*GraphEdge)(nil),              // 12: meshnet.v1.GraphEdge
+	(*structpb.Struct)(nil),        // 13: google.protobuf.Struct
+	(*LinkStatus)(nil),             // 14: meshnet.v1.LinkStatus
 }
 var file_meshnet_v1_data_proto_depIdxs = []int32{
-	10, // 0: meshnet.v1.ListTopologiesResponse.topologies:type_name -> google.protobuf.Struct
-	8,  // 1: meshnet.v1.GetNodeGraphResponse.nodes:type_name -> meshnet.v1.GraphNode
-	9,  // 2: meshnet.v1.GetNodeGraphResponse.edges:type_name -> meshnet.v1.GraphEdge
-	8,  // 3: meshnet.v1.ListGraphNodesResponse.nodes:type_name -> meshnet.v1.GraphNode
-	9,  // 4: meshnet.v1.ListGraphEdgesResponse.edges:type_name -> meshnet.v1.GraphEdge
-	0,  // 5: meshnet.v1.DataService.ListTopologies:input_type -> meshnet.v1.ListTopologiesRequest
-	2,  // 6: meshnet.v1.DataService.GetNodeGraph:input_type -> meshnet.v1.GetNodeGraphRequest
-	4,  // 7: meshnet.v1.DataService.ListGraphNodes:input_type -> meshnet.v1.ListGraphNodesRequest
-	6,  // 8: meshnet.v1.DataService.ListGraphEdges:input_type -> meshnet.v1.ListGraphEdgesRequest
-	1,  // 9: meshnet.v1.DataService.ListTopologies:output_type -> meshnet.v1.ListTopologiesResponse
-	3,  // 10: meshnet.v1.DataService.GetNodeGraph:output_type -> meshnet.v1.GetNodeGraphResponse
-	5,  // 11: meshnet.v1.DataService.ListGraphNodes:output_type -> meshnet.v1.ListGraphNodesResponse
-	7,  // 12: meshnet.v1.DataService.ListGraphEdges:output_type -> meshnet.v1.ListGraphEdgesResponse
-	9,  // [9:13] is the sub-list for method output_type
-	5,  // [5:9] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	13, // 0: meshnet.v1.ListTopologiesResponse.topologies:type_name -> google.protobuf.Struct
+	11, // 1: meshnet.v1.GetNodeGraphResponse.nodes:type_name -> meshnet.v1.GraphNode
+	12, // 2: meshnet.v1.GetNodeGraphResponse.edges:type_name -> meshnet.v1.GraphEdge
+	11, // 3: meshnet.v1.ListGraphNodesResponse.nodes:type_name -> meshnet.v1.GraphNode
+	12, // 4: meshnet.v1.ListGraphEdgesResponse.edges:type_name -> meshnet.v1.GraphEdge
+	12, // 5: meshnet.v1.GetGraphEdgeResponse.edge:type_name -> meshnet.v1.GraphEdge
+	10, // 6: meshnet.v1.GetGraphEdgeResponse.ends:type_name -> meshnet.v1.GraphEdgeEnd
+	14, // 7: meshnet.v1.GraphEdgeEnd.link:type_name -> meshnet.v1.LinkStatus
+	0,  // 8: meshnet.v1.DataService.ListTopologies:input_type -> meshnet.v1.ListTopologiesRequest
+	2,  // 9: meshnet.v1.DataService.GetNodeGraph:input_type -> meshnet.v1.GetNodeGraphRequest
+	4,  // 10: meshnet.v1.DataService.ListGraphNodes:input_type -> meshnet.v1.ListGraphNodesRequest
+	6,  // 11: meshnet.v1.DataService.ListGraphEdges:input_type -> meshnet.v1.ListGraphEdgesRequest
+	8,  // 12: meshnet.v1.DataService.GetGraphEdge:input_type -> meshnet.v1.GetGraphEdgeRequest
+	1,  // 13: meshnet.v1.DataService.ListTopologies:output_type -> meshnet.v1.ListTopologiesResponse
+	3,  // 14: meshnet.v1.DataService.GetNodeGraph:output_type -> meshnet.v1.GetNodeGraphResponse
+	5,  // 15: meshnet.v1.DataService.ListGraphNodes:output_type -> meshnet.v1.ListGraphNodesResponse
+	7,  // 16: meshnet.v1.DataService.ListGraphEdges:output_type -> meshnet.v1.ListGraphEdgesResponse
+	9,  // 17: meshnet.v1.DataService.GetGraphEdge:output_type -> meshnet.v1.GetGraphEdgeResponse
+	13, // [13:18] is the sub-list for method output_type
+	8,  // [8:13] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_meshnet_v1_data_proto_init() }
@@ -970,13 +1208,14 @@ func file_meshnet_v1_data_proto_init() {
 	if File_meshnet_v1_data_proto != nil {
 		return
 	}
+	file_meshnet_v1_types_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshnet_v1_data_proto_rawDesc), len(file_meshnet_v1_data_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

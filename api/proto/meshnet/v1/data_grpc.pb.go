@@ -23,6 +23,7 @@ const (
 	DataService_GetNodeGraph_FullMethodName   = "/meshnet.v1.DataService/GetNodeGraph"
 	DataService_ListGraphNodes_FullMethodName = "/meshnet.v1.DataService/ListGraphNodes"
 	DataService_ListGraphEdges_FullMethodName = "/meshnet.v1.DataService/ListGraphEdges"
+	DataService_GetGraphEdge_FullMethodName   = "/meshnet.v1.DataService/GetGraphEdge"
 )
 
 // DataServiceClient is the client API for DataService service.
@@ -36,6 +37,10 @@ const (
 //	GET /v1/namespaces/{namespace}/graph/edges   rows/root selector: edges
 //	GET /v1/namespaces/{namespace}/graph         both, selectors nodes / edges
 //	GET /v1/namespaces/{namespace}/topologies    rows/root selector: topologies
+//
+// GET /v1/namespaces/{namespace}/graph/edges/{id} is one edge with both of its
+// ends as their kernels report them: what the topology page (/topology/)
+// shows when an edge is clicked.
 //
 // Node Graph reads the rows' column names, so the JSON names of GraphNode and
 // GraphEdge are Grafana's exactly (json_name on every field: lower case,
@@ -54,6 +59,10 @@ type DataServiceClient interface {
 	ListGraphNodes(ctx context.Context, in *ListGraphNodesRequest, opts ...grpc.CallOption) (*ListGraphNodesResponse, error)
 	// ListGraphEdges returns the edges frame of GetNodeGraph alone.
 	ListGraphEdges(ctx context.Context, in *ListGraphEdgesRequest, opts ...grpc.CallOption) (*ListGraphEdgesResponse, error)
+	// GetGraphEdge returns one edge of GetNodeGraph with both of its ends as
+	// their nodes' kernels report them (kind, VNI and VTEPs, MTU, addresses,
+	// counters).
+	GetGraphEdge(ctx context.Context, in *GetGraphEdgeRequest, opts ...grpc.CallOption) (*GetGraphEdgeResponse, error)
 }
 
 type dataServiceClient struct {
@@ -104,6 +113,16 @@ func (c *dataServiceClient) ListGraphEdges(ctx context.Context, in *ListGraphEdg
 	return out, nil
 }
 
+func (c *dataServiceClient) GetGraphEdge(ctx context.Context, in *GetGraphEdgeRequest, opts ...grpc.CallOption) (*GetGraphEdgeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetGraphEdgeResponse)
+	err := c.cc.Invoke(ctx, DataService_GetGraphEdge_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DataServiceServer is the server API for DataService service.
 // All implementations must embed UnimplementedDataServiceServer
 // for forward compatibility.
@@ -115,6 +134,10 @@ func (c *dataServiceClient) ListGraphEdges(ctx context.Context, in *ListGraphEdg
 //	GET /v1/namespaces/{namespace}/graph/edges   rows/root selector: edges
 //	GET /v1/namespaces/{namespace}/graph         both, selectors nodes / edges
 //	GET /v1/namespaces/{namespace}/topologies    rows/root selector: topologies
+//
+// GET /v1/namespaces/{namespace}/graph/edges/{id} is one edge with both of its
+// ends as their kernels report them: what the topology page (/topology/)
+// shows when an edge is clicked.
 //
 // Node Graph reads the rows' column names, so the JSON names of GraphNode and
 // GraphEdge are Grafana's exactly (json_name on every field: lower case,
@@ -133,6 +156,10 @@ type DataServiceServer interface {
 	ListGraphNodes(context.Context, *ListGraphNodesRequest) (*ListGraphNodesResponse, error)
 	// ListGraphEdges returns the edges frame of GetNodeGraph alone.
 	ListGraphEdges(context.Context, *ListGraphEdgesRequest) (*ListGraphEdgesResponse, error)
+	// GetGraphEdge returns one edge of GetNodeGraph with both of its ends as
+	// their nodes' kernels report them (kind, VNI and VTEPs, MTU, addresses,
+	// counters).
+	GetGraphEdge(context.Context, *GetGraphEdgeRequest) (*GetGraphEdgeResponse, error)
 	mustEmbedUnimplementedDataServiceServer()
 }
 
@@ -154,6 +181,9 @@ func (UnimplementedDataServiceServer) ListGraphNodes(context.Context, *ListGraph
 }
 func (UnimplementedDataServiceServer) ListGraphEdges(context.Context, *ListGraphEdgesRequest) (*ListGraphEdgesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListGraphEdges not implemented")
+}
+func (UnimplementedDataServiceServer) GetGraphEdge(context.Context, *GetGraphEdgeRequest) (*GetGraphEdgeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetGraphEdge not implemented")
 }
 func (UnimplementedDataServiceServer) mustEmbedUnimplementedDataServiceServer() {}
 func (UnimplementedDataServiceServer) testEmbeddedByValue()                     {}
@@ -248,6 +278,24 @@ func _DataService_ListGraphEdges_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _DataService_GetGraphEdge_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetGraphEdgeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DataServiceServer).GetGraphEdge(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DataService_GetGraphEdge_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DataServiceServer).GetGraphEdge(ctx, req.(*GetGraphEdgeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // DataService_ServiceDesc is the grpc.ServiceDesc for DataService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -270,6 +318,10 @@ var DataService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListGraphEdges",
 			Handler:    _DataService_ListGraphEdges_Handler,
+		},
+		{
+			MethodName: "GetGraphEdge",
+			Handler:    _DataService_GetGraphEdge_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
