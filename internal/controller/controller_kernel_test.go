@@ -371,6 +371,10 @@ func BenchmarkKernelEditToKernel(b *testing.B) {
 	defer n.Close()
 	const edits = 200
 	var lat, accepted []time.Duration
+	before, err := p.lab.CPU()
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.ResetTimer()
 	for range b.N {
 		for i := range edits {
@@ -401,6 +405,19 @@ func BenchmarkKernelEditToKernel(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	after, err := p.lab.CPU()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cpu := after.Sub(before)
+	perEdit := func(prefix string) float64 {
+		return float64(cpu.Sum(prefix).Microseconds()) / 1000 / float64(len(lat))
+	}
+	b.Logf("%d edits; cpu: %v", len(lat), cpu)
+	b.ReportMetric(perEdit("meshnetd/"), "meshnetd-cpu-ms/edit")
+	b.ReportMetric(perEdit("controller"), "controller-cpu-ms/edit")
+	b.ReportMetric(perEdit("kube-apiserver"), "apiserver-cpu-ms/edit")
+	b.ReportMetric(perEdit("etcd"), "etcd-cpu-ms/edit")
 	slices.Sort(accepted)
 	b.ReportMetric(float64(accepted[len(accepted)/2].Microseconds())/1000, "accepted-p50-ms")
 	reportLatencies(b, "edits", lat)

@@ -333,11 +333,17 @@ func (w *Watcher) publish(k podstore.Key, snap Snapshot, cost time.Duration) uin
 
 // sameLink compares two reads of a link end but for what changes without
 // an event: counters, the qdisc's drops and the time of the read.
+// b is the fresh read, not shared yet: it borrows a's values of those fields
+// for the comparison and gets its own back, rather than both messages being
+// cloned (a pod of thousands of links is compared link by link at every
+// read). a was sent to watchers and may be marshalled meanwhile: it is only
+// read.
 func sameLink(a, b *meshnetv1.LinkStatus) bool {
-	a, b = proto.CloneOf(a), proto.CloneOf(b)
-	a.Counters, b.Counters, a.ReadTime, b.ReadTime = nil, nil, nil, nil
-	a.QdiscDrops, b.QdiscDrops = 0, 0
-	return proto.Equal(a, b)
+	c, t, d := b.Counters, b.ReadTime, b.QdiscDrops
+	b.Counters, b.ReadTime, b.QdiscDrops = a.Counters, a.ReadTime, a.QdiscDrops
+	same := proto.Equal(a, b)
+	b.Counters, b.ReadTime, b.QdiscDrops = c, t, d
+	return same
 }
 
 func event(t meshnetv1.LinkEventType, k podstore.Key, now *timestamppb.Timestamp, l *meshnetv1.LinkStatus, routes []*meshnetv1.Route) *meshnetv1.WatchLinksResponse {

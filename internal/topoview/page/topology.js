@@ -261,6 +261,7 @@ async function get(path) {
 }
 
 async function poll() {
+  const start = performance.now();
   try {
     const g = await get(api);
     const nodes = g.nodes || [], edges = g.edges || [];
@@ -275,7 +276,9 @@ async function poll() {
   } catch (err) {
     say(err.message, true);
   }
-  setTimeout(poll, pollMillis);
+  // A big namespace costs meshnetd more to draw: never ask again sooner
+  // than three times what the last answer took.
+  setTimeout(poll, Math.max(pollMillis, 3 * (performance.now() - start)));
 }
 
 function select(id) {
