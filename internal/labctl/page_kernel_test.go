@@ -231,9 +231,13 @@ func TestKernelTopologyPageInChromium(t *testing.T) {
 		t.Errorf("page draws nodes %v (titles %v) and edges %v, want %v and %v", got.Nodes, got.Titles, got.Edges, wantNodes, wantEdges)
 	}
 
-	// The guide's own cable pull, its first link between pods.
+	// The guide's own cable pull, its first link between pods; first its
+	// ping, whose traffic shows as the link's rate.
 	l := f.Links[0]
 	id := edgeID(l)
+	guideCommand(t, guide, "ping -c 3")
+	p.waitFor("the pinged link's rate on its edge", fmt.Sprintf(
+		`/[0-9.]+ (bit|kbit|Mbit)\/s/.test(document.querySelector('#graph g.labels g[data-id=' + JSON.stringify(%q) + '] text.edge-label').textContent)`, id), 5*time.Second)
 	isColour := func(colour, state string) string {
 		return fmt.Sprintf(`stroke(%q) === %q && edge(%q).dataset.state === %q`, id, colour, id, state)
 	}
