@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"golang.org/x/sync/singleflight"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -45,10 +46,13 @@ type Policy map[string]Access
 
 // Checker checks tokens and permissions against the API server, remembering
 // answers for TTL so that a burst of calls costs one review of each kind,
-// as the API server's own webhook authenticator and authorizer caches do.
+// as the API server's own webhook authenticator and authorizer caches do:
+// calls that miss the cache together share one review (a batch of edits
+// reaches every node's meshnetd at once, when the cache has expired).
 type Checker struct {
 	client kubernetes.Interface
 	ttl    time.Duration
+	flight singleflight.Group
 
 	mu        sync.Mutex
 	cache     map[[32]byte]cached
@@ -86,25 +90,41 @@ func (c *Checker) Authenticate(ctx context.Context, token string) (authnv1.UserI
 	}
 	c.mu.Unlock()
 
-	review, err := c.client.AuthenticationV1().TokenReviews().Create(ctx,
-		&authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	v, err, _ := c.flight.Do("token:"+string(key[:]), func() (any, error) {
+		ctx, cancel := sharedContext(ctx)
+		defer cancel()
+		review, err := c.client.AuthenticationV1().TokenReviews().Create(ctx,
+			&authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+		if err != nil {
+			return nil, status.Errorf(codes.Unavailable, "token review: %v", err)
+		}
+		e := cached{expires: now.Add(c.ttl)}
+		if review.Status.Authenticated {
+			e.user = review.Status.User
+		} else {
+			e.err = status.Error(codes.Unauthenticated, "token rejected by the API server")
+		}
+		c.mu.Lock()
+		if len(c.cache) >= maxCached {
+			c.cache = map[[32]byte]cached{}
+		}
+		c.cache[key] = e
+		c.mu.Unlock()
+		return e, nil
+	})
 	if err != nil {
-		return authnv1.UserInfo{}, status.Errorf(codes.Unavailable, "token review: %v", err)
+		return authnv1.UserInfo{}, err
 	}
-	var user authnv1.UserInfo
-	var authErr error
-	if review.Status.Authenticated {
-		user = review.Status.User
-	} else {
-		authErr = status.Error(codes.Unauthenticated, "token rejected by the API server")
-	}
-	c.mu.Lock()
-	if len(c.cache) >= maxCached {
-		c.cache = map[[32]byte]cached{}
-	}
-	c.cache[key] = cached{user: user, err: authErr, expires: now.Add(c.ttl)}
-	c.mu.Unlock()
-	return user, authErr
+	e := v.(cached)
+	return e.user, e.err
+}
+
+// reviewTimeout bounds a review that several calls share: it runs on after
+// the call that started it is cancelled, for the others.
+const reviewTimeout = 10 * time.Second
+
+func sharedContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
 }
 
 // Authorize asks the API server whether user may do what access describes in
@@ -121,17 +141,25 @@ func (c *Checker) Authorize(ctx context.Context, user authnv1.UserInfo, access A
 		return d.err
 	}
 	c.mu.Unlock()
-	err = c.review(ctx, user, access, namespace)
-	if status.Code(err) == codes.Unavailable {
-		return err // the API server's trouble, not an answer
+	v, err, _ := c.flight.Do("decision:"+string(key[:]), func() (any, error) {
+		ctx, cancel := sharedContext(ctx)
+		defer cancel()
+		err := c.review(ctx, user, access, namespace)
+		if status.Code(err) == codes.Unavailable {
+			return nil, err // the API server's trouble, not an answer
+		}
+		c.mu.Lock()
+		if len(c.decisions) >= maxCached {
+			c.decisions = map[[32]byte]decision{}
+		}
+		c.decisions[key] = decision{err: err, expires: now.Add(c.ttl)}
+		c.mu.Unlock()
+		return decision{err: err}, nil
+	})
+	if err != nil {
+		return err
 	}
-	c.mu.Lock()
-	if len(c.decisions) >= maxCached {
-		c.decisions = map[[32]byte]decision{}
-	}
-	c.decisions[key] = decision{err: err, expires: now.Add(c.ttl)}
-	c.mu.Unlock()
-	return err
+	return v.(decision).err
 }
 
 // decisionKey names what a review decides: who, doing what, where.

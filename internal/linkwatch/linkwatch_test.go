@@ -186,3 +186,51 @@ func TestHoldReadsOnceAtRelease(t *testing.T) {
 		}
 	}
 }
+
+// TestReadSpacing: a pod whose read is costly is read again no sooner than
+// readSpacing times that cost after a notification, so that a pod of
+// thousands of links is not read back to back while its kernel settles.
+func TestReadSpacing(t *testing.T) {
+	store, err := podstore.Open(filepath.Join(t.TempDir(), "pods"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const cost = 40 * time.Millisecond
+	reads := make(chan time.Time, 10)
+	w := New(Config{Pods: store, Read: func(podstore.Pod) (Snapshot, error) {
+		time.Sleep(cost)
+		reads <- time.Now()
+		return Snapshot{Links: []*meshnetv1.LinkStatus{link("eth1", true, 0)}}, nil
+	}})
+	r1 := podstore.Key{Namespace: "lab", Name: "r1"}
+	if err := store.Put(podstore.Pod{Namespace: "lab", Name: "r1", Netns: "/nonexistent"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx)
+	select {
+	case <-reads: // the first read, which measures the cost
+	case <-time.After(5 * time.Second):
+		t.Fatal("the pod was never read")
+	}
+	// The store's notification of the Put may read the pod once more.
+	for quiet := false; !quiet; {
+		select {
+		case <-reads:
+		case <-time.After(readSpacing * cost * 2):
+			quiet = true
+		}
+	}
+	touched := time.Now()
+	w.Touch(r1)
+	select {
+	case at := <-reads:
+		// The read ends cost after it starts.
+		if waited := at.Sub(touched) - cost; waited < readSpacing*cost {
+			t.Errorf("read again %v after the notification, want at least %v (%d times its %v cost)", waited, readSpacing*cost, readSpacing, cost)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the pod was not read again after the notification")
+	}
+}
