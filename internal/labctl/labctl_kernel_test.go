@@ -75,6 +75,12 @@ func TestKernelLabUpRunsItsGuideAndDownLeavesNothing(t *testing.T) {
 	if kind := eval[string](p, `document.querySelector('#graph g.node[data-id="physical:phy1"]')?.dataset.kind ?? ""`); kind != "physical" {
 		t.Errorf("phy1 drawn as %q, want its own node of kind physical", kind)
 	}
+	// A click on its link shows r2's end from the kernel and the device as
+	// the far end.
+	p.clickEdge("r2:eth2--physical:phy1:eth1")
+	p.waitFor("r2's end and the physical device in the link's detail",
+		`['10.0.1.1/30', 'phy1 (physical device, VTEP 10.250.0.200)', 'eth1', '5001'].every(s => document.getElementById('detail').textContent.includes(s))`,
+		5*time.Second)
 	p.screenshot("physical-peer.png")
 	p.close()
 

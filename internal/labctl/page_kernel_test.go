@@ -134,6 +134,12 @@ func (p *page) waitFor(what, expr string, timeout time.Duration) time.Duration {
 	return time.Since(start)
 }
 
+// clickEdge clicks the middle of a link's line, as a user would.
+func (p *page) clickEdge(id string) {
+	p.t.Helper()
+	p.do(chromedp.Click(chromedp.CSS(fmt.Sprintf(`#graph g.edges > g[data-id=%q] path.edge-hit`, id))))
+}
+
 // screenshot saves the page as a test artefact (go test -artifacts keeps
 // it: hack/test.sh puts it under the tier's results) and logs its path.
 func (p *page) screenshot(name string) {
@@ -252,7 +258,7 @@ func TestKernelTopologyPageInChromium(t *testing.T) {
 	}
 
 	// Both ends of the pulled link, from their kernels.
-	p.do(chromedp.Click(chromedp.CSS(fmt.Sprintf(`#graph g.labels g[data-id=%q] text.edge-label`, id))))
+	p.clickEdge(id)
 	a, b := l.Endpoints[0], l.Endpoints[1]
 	p.waitFor("both ends of the clicked link", fmt.Sprintf(
 		`!document.getElementById('detail').hidden && [%q, %q, %q, %q, 'down'].every(s => document.getElementById('detail-ends').textContent.includes(s))`,

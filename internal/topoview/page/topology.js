@@ -17,6 +17,7 @@ const layers = { edges: group('edges'), labels: group('labels'), nodes: group('n
 const pos = new Map(); // node id -> {x, y}
 const drawn = { nodes: new Map(), edges: new Map() }; // id -> SVG group
 let selected = '';
+let lastNodes = new Map(); // node id -> the last nodes frame's row
 let layoutKey = '';
 
 function group(cls) {
@@ -268,6 +269,7 @@ async function poll() {
     if (layout(nodes, edges)) fit();
     drawEdges(edges);
     drawNodes(nodes);
+    lastNodes = new Map(nodes.map(n => [n.id, n]));
     const pods = nodes.filter(n => n.detail__kind === 'pod').length;
     const up = edges.filter(e => e.detail__state === 'up').length;
     say(`${namespace}: ${pods} pods, ${nodes.length - pods} other nodes, ${edges.length} links (${up} up) · read ${new Date().toLocaleTimeString()}`);
@@ -306,11 +308,16 @@ const endRows = [
   ['qdisc', x => x.link && x.link.qdiscKind],
   ['tx bytes / packets', x => counters(x, 'tx', 'Bytes', 'Packets')],
   ['rx bytes / packets', x => counters(x, 'rx', 'Bytes', 'Packets')],
-  ['tx / rx drops', x => counters(x, 'tx', 'Drops', '') + ' / ' + counters(x, 'rx', 'Drops', '')],
-  ['tx / rx errors', x => counters(x, 'tx', 'Errors', '') + ' / ' + counters(x, 'rx', 'Errors', '')],
+  ['tx / rx drops', x => pair(x, 'Drops')],
+  ['tx / rx errors', x => pair(x, 'Errors')],
   ['last error', x => x.link && x.link.lastError],
   ['not read', x => x.error],
 ];
+
+// pair is an end's sent and received count of kind, empty when unread.
+function pair(x, kind) {
+  return x.link && x.link.counters ? counters(x, 'tx', kind, '') + ' / ' + counters(x, 'rx', kind, '') : '';
+}
 
 function counters(x, dir, a, b) {
   const c = x.link && x.link.counters;
@@ -342,7 +349,10 @@ async function showDetail() {
   const ends = d.ends || [];
   if (ends.length === 1) {
     // The far end is a physical device or a host NIC: what the edge knows of it.
-    ends.push({ pod: e.target, interface: e.detail__target_interface, error: '' });
+    // Its row in the pod column names it by its title and kind.
+    const far = lastNodes.get(e.target) || { title: e.target, detail__kind: '', subtitle: '' };
+    const what = far.detail__kind === 'physical' ? ' (physical device, VTEP ' + far.subtitle + ')' : far.detail__kind === 'host' ? ' (host NIC)' : '';
+    ends.push({ pod: far.title + what, interface: e.detail__target_interface, node: far.detail__kind === 'host' ? far.subtitle : '', error: '' });
   }
   const table = document.getElementById('detail-ends');
   const rows = [];
@@ -356,7 +366,7 @@ async function showDetail() {
   rows.push(head);
   for (const [label, value] of endRows) {
     const cells = ends.map(x => value(x));
-    if (cells.every(v => v === undefined || v === null || v === '' || v === ' / ')) continue;
+    if (cells.every(v => v === undefined || v === null || v === '')) continue;
     const tr = document.createElement('tr');
     const th = document.createElement('th');
     th.textContent = label;
