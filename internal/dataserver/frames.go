@@ -90,7 +90,7 @@ func Frames(g Graph) (nodes []*meshnetv1.GraphNode, edges []*meshnetv1.GraphEdge
 // EdgeEnds returns the edge of g whose id is id, with its ends in the pods,
 // source first; nil when g has no such edge.
 func EdgeEnds(g Graph, id string) (*meshnetv1.GraphEdge, []*meshnetv1.GraphEdgeEnd) {
-	_, edges := Frames(g)
+	nodes, edges := Frames(g)
 	i, ok := slices.BinarySearchFunc(edges, id, func(e *meshnetv1.GraphEdge, id string) int { return cmp.Compare(e.Id, id) })
 	if !ok {
 		return nil, nil
@@ -98,8 +98,9 @@ func EdgeEnds(g Graph, id string) (*meshnetv1.GraphEdge, []*meshnetv1.GraphEdgeE
 	e := edges[i]
 	b := newBuilder(g)
 	ends := []*meshnetv1.GraphEdgeEnd{b.edgeEnd(e.Source, e.DetailSourceInterface, int(e.DetailUid))}
-	if !strings.Contains(e.Target, ":") {
-		// A pod: the ids of physical devices and host NICs have a kind prefix.
+	// The target is a pod when Frames drew it as one, not a physical
+	// device or a host NIC.
+	if j, ok := slices.BinarySearchFunc(nodes, e.Target, func(n *meshnetv1.GraphNode, id string) int { return cmp.Compare(n.Id, id) }); ok && nodes[j].DetailKind == kindPod {
 		ends = append(ends, b.edgeEnd(e.Target, e.DetailTargetInterface, int(e.DetailUid)))
 	}
 	return e, ends

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -60,6 +61,10 @@ type Config struct {
 	// REST data API of the same origin); nil serves none.
 	Topology http.Handler
 }
+
+// TopologyPath is where Config.Topology is served; a namespace's page is
+// TopologyPath + "?namespace=NS".
+const TopologyPath = "/topology/"
 
 // DefaultMarshaler is protojson with the field names of the OpenAPI
 // document (lowerCamelCase json_name), unpopulated fields written, and
@@ -128,7 +133,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		fmt.Fprintln(w, "ok")
 	})
 	if cfg.Topology != nil {
-		mux.Handle("GET /topology/", http.StripPrefix("/topology", cfg.Topology))
+		mux.Handle("GET "+TopologyPath, http.StripPrefix(strings.TrimSuffix(TopologyPath, "/"), cfg.Topology))
 	}
 	if cfg.Profiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/meshnet/meshnet/internal/gateway"
 	"github.com/meshnet/meshnet/internal/lab"
 	"github.com/meshnet/meshnet/internal/netem"
 	"github.com/meshnet/meshnet/internal/topofile"
@@ -85,10 +86,17 @@ func (g guide) String() string {
 	w(`  curl -s -X DELETE -H %s %s/links/%s/netem`, auth, rest, local.Intf)
 	w("  curl -s http://%s:%d/v1/namespaces/%s/graph       # what Grafana's Node Graph draws", node.IP, lab.HTTPPort, ns)
 	w("  curl -s http://%s:%d/metrics | grep meshnet_link_", node.IP, lab.HTTPPort)
-	w("Topology page, live (click a link for both of its ends): http://%s:%d/topology/?namespace=%s", node.IP, lab.HTTPPort, ns)
+	w("%s", pageLine(node.IP.String(), ns))
 	w("Logs: %s (the lab), %s, %s", filepath.Join(g.lab.Dir(), logFile), filepath.Join(g.lab.Dir(), "meshnet-controller.log"), node.LogFile)
 	w("Remove every trace: %s", g.down)
 	return b.String()
+}
+
+// pageLine is the guides' line naming the topology page of namespace ns,
+// as the meshnetd at ip serves it.
+func pageLine(ip, ns string) string {
+	return fmt.Sprintf("Topology page, live (click a link for both of its ends): http://%s:%d%s?namespace=%s",
+		ip, lab.HTTPPort, gateway.TopologyPath, ns)
 }
 
 // exampleLink is the first link between two pods, or else the first link.

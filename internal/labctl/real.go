@@ -196,7 +196,7 @@ func (g realGuide) String(ctx context.Context) (string, error) {
 	}
 	w("  kubectl -n meshnet rollout restart daemonset/meshnetd   # links and their state survive")
 	if hostIP != "" {
-		w("Topology page, live (click a link for both of its ends): http://%s:%d/topology/?namespace=%s", hostIP, lab.HTTPPort, g.ns)
+		w("%s", pageLine(hostIP, g.ns))
 	}
 	w("Remove it: %s", g.down)
 	return b.String(), nil

@@ -289,15 +289,16 @@ function select(id) {
   showDetail();
 }
 
-const words = s => (s || '').replace(/^(LINK_KIND_|LINK_STATE_|QDISC_OWNER_)/, '').toLowerCase();
+// The link's kind is in the summary line, spelled as the Topology spells it;
+// an end's admin state is LINK_STATE_UP or LINK_STATE_DOWN.
+const stateWord = s => (s || '').replace(/^LINK_STATE_/, '').toLowerCase();
 
 // endRows are the detail table's rows: a label and a getter of an end.
 const endRows = [
   ['pod', x => x.pod],
   ['interface', x => x.interface],
   ['node', x => x.node],
-  ['kind', x => words(x.link && x.link.kind)],
-  ['admin state', x => words(x.link && x.link.adminState)],
+  ['admin state', x => stateWord(x.link && x.link.adminState)],
   ['carrier', x => x.link ? (x.link.carrier ? 'yes' : 'no') : ''],
   ['MTU', x => x.link && x.link.mtu],
   ['addresses', x => x.link && (x.link.addresses || []).join(', ')],
