@@ -41,6 +41,19 @@ func TestNodeLabUpRunsItsGuideAndDownLeavesNothing(t *testing.T) {
 	guide := string(out)
 	t.Logf("$ meshnet-lab up -real examples/line-3/topology.yml\n%s", guide)
 
+	// The topology page the guide prints, served by the installed
+	// DaemonSet's meshnetd, and the graph it draws from; before the
+	// guide's commands, whose last restarts the DaemonSet.
+	page := pageURL(t, guide)
+	if code, body := httpGet(t, page); code != http.StatusOK || !strings.Contains(body, "topology.js") {
+		t.Errorf("GET %s: %d %.200s, want the topology page", page, code, body)
+	}
+	graph := strings.Replace(page, "/topology/?namespace=", "/v1/namespaces/", 1) + "/graph"
+	var g struct{ Nodes, Edges []struct{ ID string } }
+	if code, body := httpGet(t, graph); code != http.StatusOK || json.Unmarshal([]byte(body), &g) != nil || len(g.Nodes) != 3 || len(g.Edges) != 2 {
+		t.Errorf("GET %s: %d %.300s, want line-3's 3 pods and 2 links", graph, code, body)
+	}
+
 	var script []string
 	for _, line := range strings.Split(guide, "\n") {
 		cmd, _, _ := strings.Cut(strings.TrimSpace(line), "  #")
@@ -57,18 +70,6 @@ func TestNodeLabUpRunsItsGuideAndDownLeavesNothing(t *testing.T) {
 		t.Fatalf("the guide's commands: %v\n%s", err, out)
 	} else {
 		t.Logf("the guide's %d commands:\n%s", len(script), out)
-	}
-
-	// The topology page the guide prints, served by the installed
-	// DaemonSet's meshnetd, and the graph it draws from.
-	page := pageURL(t, guide)
-	if code, body := httpGet(t, page); code != http.StatusOK || !strings.Contains(body, "topology.js") {
-		t.Errorf("GET %s: %d %.200s, want the topology page", page, code, body)
-	}
-	graph := strings.Replace(page, "/topology/?namespace=", "/v1/namespaces/", 1) + "/graph"
-	var g struct{ Nodes, Edges []struct{ ID string } }
-	if code, body := httpGet(t, graph); code != http.StatusOK || json.Unmarshal([]byte(body), &g) != nil || len(g.Nodes) != 3 || len(g.Edges) != 2 {
-		t.Errorf("GET %s: %d %.300s, want line-3's 3 pods and 2 links", graph, code, body)
 	}
 
 	down, err := exec.Command(lab, "down", "-dir", dir).CombinedOutput()
