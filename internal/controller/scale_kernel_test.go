@@ -140,12 +140,14 @@ func (m *mesh) edit(pod string, s v1beta1.LinkState) error {
 type cost struct {
 	edits, kernel, status time.Duration
 	cpu                   proccpu.Usage
-	requests              controlplane.Requests
+	requests              controlplane.Counts
+	// events are the watch events the API server sent, by resource.
+	events controlplane.Counts
 }
 
 // usage is the processor time of the lab's programs and the API server's
 // request counts so far.
-func (m *mesh) usage(t testing.TB) (proccpu.Usage, controlplane.Requests) {
+func (m *mesh) usage(t testing.TB) (proccpu.Usage, controlplane.Counts, controlplane.Counts) {
 	t.Helper()
 	cpu, err := m.lab.CPU()
 	if err != nil {
@@ -155,7 +157,11 @@ func (m *mesh) usage(t testing.TB) (proccpu.Usage, controlplane.Requests) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cpu, req
+	events, err := m.lab.ControlPlane.WatchEvents(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cpu, req, events
 }
 
 // editAll edits the named pods' Topologies (every pod's when none is
@@ -337,7 +343,7 @@ func (m *mesh) batch(t testing.TB, s v1beta1.LinkState, within time.Duration, po
 	if err != nil {
 		t.Fatal(err)
 	}
-	cpu0, req0 := m.usage(t)
+	cpu0, req0, events0 := m.usage(t)
 	start := time.Now()
 	var serr error
 	var wg sync.WaitGroup
@@ -353,8 +359,8 @@ func (m *mesh) batch(t testing.TB, s v1beta1.LinkState, within time.Duration, po
 	if err := errors.Join(eerr, kerr, serr); err != nil {
 		t.Fatalf("batch %s: %v", s, err)
 	}
-	cpu1, req1 := m.usage(t)
-	c.cpu, c.requests = cpu1.Sub(cpu0), req1.Sub(req0)
+	cpu1, req1, events1 := m.usage(t)
+	c.cpu, c.requests, c.events = cpu1.Sub(cpu0), req1.Sub(req0), events1.Sub(events0)
 	return c
 }
 
@@ -379,8 +385,8 @@ func BenchmarkKernelBatch1000Links(b *testing.B) {
 			s = v1beta1.LinkUp
 		}
 		c := m.batch(b, s, 2*time.Minute)
-		b.Logf("batch %d (%s): edits accepted %v, kernel %v, status %v; cpu: %v; requests: %v", len(kernel), s,
-			c.edits.Round(time.Millisecond), c.kernel.Round(time.Millisecond), c.status.Round(time.Millisecond), c.cpu, c.requests)
+		b.Logf("batch %d (%s): edits accepted %v, kernel %v, status %v; cpu: %v; requests: %v; watch events sent: %v", len(kernel), s,
+			c.edits.Round(time.Millisecond), c.kernel.Round(time.Millisecond), c.status.Round(time.Millisecond), c.cpu, c.requests, c.events)
 		edits, kernel, status = append(edits, c.edits), append(kernel, c.kernel), append(status, c.status)
 		apiserver = append(apiserver, c.cpu.Sum("kube-apiserver"))
 		meshnetd = append(meshnetd, c.cpu.Sum("meshnetd/"))

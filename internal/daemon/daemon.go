@@ -52,6 +52,7 @@ import (
 	"github.com/meshnet/meshnet/internal/metrics"
 	"github.com/meshnet/meshnet/internal/partition"
 	"github.com/meshnet/meshnet/internal/podstore"
+	"github.com/meshnet/meshnet/internal/topotrack"
 	"github.com/meshnet/meshnet/internal/topoview"
 	"github.com/meshnet/meshnet/internal/wiring"
 )
@@ -201,13 +202,15 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := v1beta1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	// One cache serves the wiring (this node's pods, Topologies) and the
-	// data API (every pod, trimmed, and the daemons' EndpointSlices).
-	kcache, err := dataserver.NewCache(ctx, restCfg, scheme, cfg.DaemonNamespace)
+	// Each read source watches no more than it serves: the EndpointSlices
+	// of the daemons, the Topologies of this node's pods (one watch each),
+	// and the Pods and Topologies of the namespaces being read.
+	endpoints, err := partition.NewCache(ctx, restCfg, scheme, cfg.DaemonNamespace)
 	if err != nil {
 		return err
 	}
-	kclient, err := client.New(restCfg, client.Options{Scheme: scheme})
+	nsReader := dataserver.NewReader(restCfg, scheme, 0)
+	kclient, err := client.NewWithWatch(restCfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
@@ -223,10 +226,14 @@ func Run(ctx context.Context, cfg Config) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cacheDone := make(chan error, 1)
-	go func() { cacheDone <- kcache.Start(ctx) }()
-	if !kcache.WaitForCacheSync(ctx) {
+	go func() { cacheDone <- endpoints.Start(ctx) }()
+	if !endpoints.WaitForCacheSync(ctx) {
 		return errors.New("kubernetes cache did not sync")
 	}
+	go nsReader.Run(ctx)
+	topologies := topotrack.New(kclient)
+	defer topologies.Close()
+	topologies.Follow(store)
 
 	var creds credentials.PerRPCCredentials
 	if cfg.TokenFile != "" {
@@ -242,7 +249,7 @@ func Run(ctx context.Context, cfg Config) error {
 	var linkSrv *linkserver.Server // serves before any DEL reaches Forget
 	wirer, err := wiring.New(wiring.Config{
 		NodeName: cfg.NodeName, NodeIP: cfg.NodeIP, NodeNetns: cfg.NodeNetns, PeerPort: port, Peers: pool,
-		Store: store, Locks: locks, Cache: kcache, Client: kclient, Log: cfg.Log,
+		Store: store, Locks: locks, Topologies: topologies, Pods: nsReader, Client: kclient, Log: cfg.Log,
 		Forget:  func(k podstore.Key) error { return linkSrv.Forget(k) },
 		Changed: func(k podstore.Key) { linkSrv.Touch(k) },
 	})
@@ -256,9 +263,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	dataSrv := dataserver.New(dataserver.Config{Reader: kcache, Log: cfg.Log, Links: &dataserver.Daemons{
+	dataSrv := dataserver.New(dataserver.Config{Reader: nsReader, Log: cfg.Log, Links: &dataserver.Daemons{
 		Node: cfg.NodeName, Local: linkSrv, Dial: pool.Conn,
-		Resolver: &partition.Resolver{Reader: kcache, Namespace: cfg.DaemonNamespace, Service: cfg.DaemonService, Port: "grpc"},
+		Resolver: &partition.Resolver{Reader: endpoints, Namespace: cfg.DaemonNamespace, Service: cfg.DaemonService, Port: "grpc"},
 	}})
 
 	policy := Policy(cfg.ReadOpen)

@@ -1,46 +1,27 @@
 package dataserver
 
 import (
-	"context"
-	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/partition"
+	"github.com/meshnet/meshnet/internal/nscache"
 )
 
-// NewCache returns the informer cache a Server reads: the Pods of every
-// node, trimmed to what the frames use (every meshnetd holds them all, so
-// they must stay small), every Topology, and the EndpointSlices of
-// daemonNamespace indexed for partition.Resolver. Start it and wait for its
-// sync before serving.
-func NewCache(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, daemonNamespace string) (cache.Cache, error) {
-	c, err := cache.New(cfg, cache.Options{
-		Scheme: scheme,
-		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:                {Transform: trimPod},
-			&discoveryv1.EndpointSlice{}: {Namespaces: map[string]cache.Config{daemonNamespace: {}}},
-		},
+// NewReader returns the reader a Server reads Pods and Topologies through:
+// informers of a namespace run while someone reads it (and for idle after),
+// so a daemon watches the namespaces its data API is asked about, not the
+// cluster. Pods are trimmed to what the frames and the wiring use. Run it.
+func NewReader(cfg *rest.Config, scheme *runtime.Scheme, idle time.Duration) *nscache.Reader {
+	return nscache.New(nscache.Config{
+		Rest: cfg, Scheme: scheme, Idle: idle,
+		ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: trimPod}},
 	})
-	if err != nil {
-		return nil, fmt.Errorf("data API cache: %w", err)
-	}
-	if err := partition.IndexEndpointSlices(ctx, c); err != nil {
-		return nil, fmt.Errorf("data API cache: %w", err)
-	}
-	for _, obj := range []client.Object{&corev1.Pod{}, &v1beta1.Topology{}, &discoveryv1.EndpointSlice{}} {
-		if _, err := c.GetInformer(ctx, obj); err != nil {
-			return nil, fmt.Errorf("data API cache: %w", err)
-		}
-	}
-	return c, nil
 }
 
 // trimPod keeps of a Pod what Frames reads: its node, phase, host IP,

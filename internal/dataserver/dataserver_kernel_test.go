@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
@@ -45,7 +46,7 @@ func TestKernelLiveCounters(t *testing.T) {
 	h.Eventually("pods and topologies in the cache", func() bool {
 		var pods corev1.PodList
 		var topos v1beta1.TopologyList
-		return h.Cache.List(h.Ctx, &pods) == nil && h.Cache.List(h.Ctx, &topos) == nil &&
+		return h.Cache.List(h.Ctx, &pods, client.InNamespace(dataservertest.Namespace)) == nil && h.Cache.List(h.Ctx, &topos, client.InNamespace(dataservertest.Namespace)) == nil &&
 			len(pods.Items) == 6 && len(topos.Items) == 6 && len(topos.Items[5].Status.Links) == 1
 	})
 

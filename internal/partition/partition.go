@@ -12,6 +12,9 @@ import (
 	"strconv"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -77,4 +80,24 @@ func (r *Resolver) port(s *discoveryv1.EndpointSlice) (int32, bool) {
 		}
 	}
 	return 0, false
+}
+
+// NewCache returns a cache of the EndpointSlices of namespace, indexed for
+// Resolver. Start it and wait for its sync before resolving.
+func NewCache(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, namespace string) (cache.Cache, error) {
+	c, err := cache.New(cfg, cache.Options{
+		Scheme:            scheme,
+		DefaultNamespaces: map[string]cache.Config{namespace: {}},
+		ByObject:          map[client.Object]cache.ByObject{&discoveryv1.EndpointSlice{}: {}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("EndpointSlice cache: %w", err)
+	}
+	if err := IndexEndpointSlices(ctx, c); err != nil {
+		return nil, fmt.Errorf("EndpointSlice cache: %w", err)
+	}
+	if _, err := c.GetInformer(ctx, &discoveryv1.EndpointSlice{}); err != nil {
+		return nil, fmt.Errorf("EndpointSlice cache: %w", err)
+	}
+	return c, nil
 }

@@ -216,8 +216,14 @@ func (w *Wirer) wireVeth(ctx context.Context, p pod, l v1beta1.Link, self links.
 	res.Kind = meshnetv1.LinkKind_LINK_KIND_VETH
 	res.Peer = protoPeer(p.key.Namespace, l, w.cfg.NodeName)
 
+	// The peer's Topology is confirmed with the API server on a miss: its
+	// ADD may be running beside this one, before Topologies tracks it.
+	pt, err := w.topology(ctx, peerKey)
+	if err != nil {
+		return wired{}, fmt.Errorf("link %d: %w", l.UID, err)
+	}
 	peerIP, peerMTU, peerState := l.PeerIP, l.MTU, (*v1beta1.LinkState)(nil)
-	if pl := w.cachedTopology(ctx, peerKey).Link(l.UID); pl != nil && pl.PeerPod == p.key.Name {
+	if pl := pt.Link(l.UID); pl != nil && pl.PeerPod == p.key.Name {
 		if pl.LocalIP != "" {
 			peerIP = pl.LocalIP
 		}
@@ -252,7 +258,7 @@ func (w *Wirer) wireVeth(ctx context.Context, p pod, l v1beta1.Link, self links.
 	log.Info("veth wired", "result", r, "peer", peerKey.String())
 	res.Phase = meshnetv1.LinkPhase_LINK_PHASE_READY
 	w.applyNetem(p, l)
-	if pt := w.cachedTopology(ctx, peerKey); pt != nil {
+	if pt != nil {
 		if pl := pt.Link(l.UID); pl != nil {
 			w.applyNetem(pod{key: peerKey, ns: peerNS, topo: pt}, *pl)
 		}

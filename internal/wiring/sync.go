@@ -40,7 +40,7 @@ func (w *Wirer) SyncLinks(ctx context.Context, k podstore.Key, generation int64)
 		// the cache has not caught up in a second.
 		fresh := &v1beta1.Topology{}
 		werr := wait.PollUntilContextTimeout(ctx, time.Millisecond, time.Second, true, func(ctx context.Context) (bool, error) {
-			return w.cfg.Cache.Get(ctx, client.ObjectKeyFromObject(topo), fresh) == nil && fresh.Generation >= generation, nil
+			return w.cfg.Topologies.Get(ctx, client.ObjectKeyFromObject(topo), fresh) == nil && fresh.Generation >= generation, nil
 		})
 		switch {
 		case ctx.Err() != nil:

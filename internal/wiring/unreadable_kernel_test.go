@@ -39,7 +39,7 @@ func TestKernelTopologyUnreadable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := New(Config{NodeName: "n", NodeIP: netip.MustParseAddr("10.250.0.2"), Store: store, Cache: broken, Client: broken})
+	w, err := New(Config{NodeName: "n", NodeIP: netip.MustParseAddr("10.250.0.2"), Store: store, Topologies: broken, Pods: broken, Client: broken})
 	if err != nil {
 		t.Fatal(err)
 	}

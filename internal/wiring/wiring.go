@@ -56,10 +56,15 @@ type Config struct {
 	Store *podstore.Store
 	// Locks is shared with everything else in meshnetd that changes links.
 	Locks *linklock.Locks
-	// Cache serves this node's Pods and all Topologies.
-	Cache client.Reader
-	// Client reads what the cache does not hold (other nodes' pods, Nodes,
-	// objects the cache has not seen yet) and writes Topology status.
+	// Topologies serves the Topologies of the pods wired on this node
+	// (topotrack.Tracker follows the store); a miss is confirmed with
+	// Client.
+	Topologies Getter
+	// Pods serves pods of this node's pods' namespaces, for the nodes of
+	// their peers; a miss is confirmed with Client.
+	Pods Getter
+	// Client reads what Topologies and Pods do not hold (Nodes, objects
+	// not seen yet) and writes Topology status.
 	Client client.Client
 	// Forget drops what runtime calls set on a pod (linkserver.Server's),
 	// once DEL removed its last sandbox; nil keeps nothing to drop.
@@ -68,6 +73,12 @@ type Config struct {
 	// does not report changed (a link's last error); nil tells nobody.
 	Changed func(podstore.Key)
 	Log     *slog.Logger
+}
+
+// Getter reads one object, NotFound when it does not hold it; a
+// client.Reader is one.
+type Getter interface {
+	Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error
 }
 
 // Wirer creates and removes the links of the pods on one node.
@@ -136,13 +147,14 @@ func (w *Wirer) PeerServer(ends EndStates) meshnetv1.PeerServiceServer {
 	return peerServer{w: w, ends: ends}
 }
 
-// topology returns the pod's Topology, nil when it has none. The cache may
-// not have seen a Topology created just before the pod, so a miss is
-// confirmed with the API server: a pod must never start without links it has.
+// topology returns the pod's Topology, nil when it has none. Topologies
+// may not have seen a Topology created just before the pod, nor track a pod
+// being added, so a miss is confirmed with the API server: a pod must never
+// start without links it has.
 func (w *Wirer) topology(ctx context.Context, k podstore.Key) (*v1beta1.Topology, error) {
 	t := &v1beta1.Topology{}
 	key := client.ObjectKey{Namespace: k.Namespace, Name: k.Name}
-	err := w.cfg.Cache.Get(ctx, key, t)
+	err := w.cfg.Topologies.Get(ctx, key, t)
 	if apierrors.IsNotFound(err) {
 		err = w.cfg.Client.Get(ctx, key, t)
 	}
@@ -155,23 +167,13 @@ func (w *Wirer) topology(ctx context.Context, k podstore.Key) (*v1beta1.Topology
 	return t, nil
 }
 
-// cachedTopology is the Topology as the cache has it, nil when it has none:
-// for the peer of a link, whose spec only refines this pod's view of it.
-func (w *Wirer) cachedTopology(ctx context.Context, k podstore.Key) *v1beta1.Topology {
-	t := &v1beta1.Topology{}
-	if err := w.cfg.Cache.Get(ctx, client.ObjectKey{Namespace: k.Namespace, Name: k.Name}, t); err != nil {
-		return nil
-	}
-	return t
-}
-
 // peerNode returns the node and node IP of a pod: an empty node while it is
 // not scheduled or does not exist. The IP is the pod's status.hostIP, else
 // the node's InternalIP (the kubelet may not have written hostIP yet).
 func (w *Wirer) peerNode(ctx context.Context, k podstore.Key) (string, netip.Addr, error) {
 	pod := &corev1.Pod{}
 	key := client.ObjectKey{Namespace: k.Namespace, Name: k.Name}
-	err := w.cfg.Cache.Get(ctx, key, pod)
+	err := w.cfg.Pods.Get(ctx, key, pod)
 	if apierrors.IsNotFound(err) {
 		err = w.cfg.Client.Get(ctx, key, pod)
 	}

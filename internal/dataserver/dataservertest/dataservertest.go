@@ -28,7 +28,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
@@ -37,6 +36,7 @@ import (
 	"github.com/meshnet/meshnet/internal/daemonclient"
 	"github.com/meshnet/meshnet/internal/dataserver"
 	"github.com/meshnet/meshnet/internal/gateway"
+	"github.com/meshnet/meshnet/internal/nscache"
 	"github.com/meshnet/meshnet/internal/partition"
 )
 
@@ -46,9 +46,10 @@ import (
 type Harness struct {
 	t *testing.T
 	// Ctx ends with the test.
-	Ctx   context.Context
-	Env   *clustertest.Env
-	Cache cache.Cache
+	Ctx context.Context
+	Env *clustertest.Env
+	// Cache is the Server's reader.
+	Cache *nscache.Reader
 	// URL is the REST endpoint ("http://127.0.0.1:port").
 	URL    string
 	Server *dataserver.Server
@@ -72,14 +73,16 @@ func Start(t *testing.T, localNode string, local dataserver.LinkLister) *Harness
 			t.Fatal(err)
 		}
 	}
-	c, err := dataserver.NewCache(ctx, env.Config, env.Scheme, DaemonNamespace)
+	endpoints, err := partition.NewCache(ctx, env.Config, env.Scheme, DaemonNamespace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	go c.Start(ctx)
-	if !c.WaitForCacheSync(ctx) {
+	go endpoints.Start(ctx)
+	if !endpoints.WaitForCacheSync(ctx) {
 		t.Fatal("cache did not sync")
 	}
+	c := dataserver.NewReader(env.Config, env.Scheme, 0)
+	go c.Run(ctx)
 	pool := daemonclient.NewPool(nil, nil)
 	t.Cleanup(func() { pool.Close() })
 	h := &Harness{t: t, Ctx: ctx, Env: env, Cache: c, loopback: map[string]string{}}
@@ -95,7 +98,7 @@ func Start(t *testing.T, localNode string, local dataserver.LinkLister) *Harness
 	h.Server = dataserver.New(dataserver.Config{
 		Reader: c,
 		Links: &dataserver.Daemons{Node: localNode, Local: local, Dial: dial,
-			Resolver: &partition.Resolver{Reader: c, Namespace: DaemonNamespace, Service: "meshnetd", Port: "grpc"}},
+			Resolver: &partition.Resolver{Reader: endpoints, Namespace: DaemonNamespace, Service: "meshnetd", Port: "grpc"}},
 		Timeout: 300 * time.Millisecond,
 	})
 
