@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -48,13 +49,17 @@ func (w *Wirer) Run(ctx context.Context) {
 // writeStatus patches the status of a pod's Topology with what this node
 // has for it.
 func (w *Wirer) writeStatus(ctx context.Context, k podstore.Key) error {
-	topo, err := w.topology(ctx, k)
-	if err != nil || topo == nil {
-		return err
-	}
 	rec, wiredHere := w.cfg.Store.Get(k)
-	if !wiredHere && topo.Status.Node != "" && topo.Status.Node != w.cfg.NodeName {
-		return nil // the pod lives on another node now; its status is that node's
+	if !wiredHere {
+		// Torn down here: clear the fields unless another node has the
+		// pod now, whose status they are.
+		topo, err := w.topology(ctx, k)
+		if err != nil || topo == nil {
+			return err
+		}
+		if topo.Status.Node != "" && topo.Status.Node != w.cfg.NodeName {
+			return nil
+		}
 	}
 	st := w.buildStatus(rec, wiredHere)
 	for f, v := range st {
@@ -78,7 +83,11 @@ func (w *Wirer) writeStatus(ctx context.Context, k podstore.Key) error {
 	// Server-side apply: meshnetd and the controller each own the fields
 	// they write, so neither wipes the other's (the controller's
 	// links[].managed, for one).
-	if err := w.cfg.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(StatusFieldOwner), client.ForceOwnership); err != nil {
+	err = w.cfg.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(StatusFieldOwner), client.ForceOwnership)
+	if apierrors.IsNotFound(err) {
+		return nil // no Topology: nothing to say it on
+	}
+	if err != nil {
 		return fmt.Errorf("apply Topology %s status: %w", k, err)
 	}
 	return nil

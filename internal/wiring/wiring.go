@@ -27,6 +27,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -155,6 +156,11 @@ func (w *Wirer) topology(ctx context.Context, k podstore.Key) (*v1beta1.Topology
 	t := &v1beta1.Topology{}
 	key := client.ObjectKey{Namespace: k.Namespace, Name: k.Name}
 	err := w.cfg.Topologies.Get(ctx, key, t)
+	if apierrors.IsNotFound(err) {
+		// The API server's watch cache answers without a round trip to
+		// etcd; only its miss, which may be its lag, needs a quorum read.
+		err = w.cfg.Client.Get(ctx, key, t, &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: "0"}})
+	}
 	if apierrors.IsNotFound(err) {
 		err = w.cfg.Client.Get(ctx, key, t)
 	}
