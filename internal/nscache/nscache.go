@@ -25,6 +25,11 @@ import (
 // when Config.Idle is zero: longer than any dashboard's refresh interval.
 const DefaultIdle = 10 * time.Minute
 
+// DefaultMaxNamespaces bounds the namespaces with informers when
+// Config.MaxNamespaces is zero, so that reads of many names (mistyped ones
+// too) cannot start watches without end.
+const DefaultMaxNamespaces = 100
+
 // ErrNoNamespace is returned for a List across namespaces, which would
 // need every namespace's informers.
 var ErrNoNamespace = errors.New("nscache: a List must name its namespace")
@@ -42,6 +47,9 @@ type Config struct {
 	// Idle is how long a namespace nobody reads keeps its informers;
 	// zero means DefaultIdle.
 	Idle time.Duration
+	// MaxNamespaces bounds the namespaces with informers: a read of one
+	// more drops the least recently read. Zero means DefaultMaxNamespaces.
+	MaxNamespaces int
 }
 
 // Reader is a client.Reader over per-namespace informer caches. It is safe
@@ -69,6 +77,9 @@ var _ client.Reader = (*Reader)(nil)
 func New(cfg Config) *Reader {
 	if cfg.Idle <= 0 {
 		cfg.Idle = DefaultIdle
+	}
+	if cfg.MaxNamespaces <= 0 {
+		cfg.MaxNamespaces = DefaultMaxNamespaces
 	}
 	base, stop := context.WithCancel(context.Background())
 	return &Reader{cfg: cfg, base: base, stop: stop, spaces: map[string]*space{}}
@@ -131,6 +142,20 @@ func (r *Reader) dropIdle(now time.Time) {
 	}
 }
 
+// dropLeastRecent stops the informers of the namespace read longest ago.
+func (r *Reader) dropLeastRecent() {
+	var oldest string
+	for ns, s := range r.spaces {
+		if oldest == "" || s.used.Before(r.spaces[oldest].used) {
+			oldest = ns
+		}
+	}
+	if s, ok := r.spaces[oldest]; ok {
+		s.cancel()
+		delete(r.spaces, oldest)
+	}
+}
+
 // cache returns namespace ns's cache, made and started on first use.
 func (r *Reader) cache(ns string) (cache.Cache, error) {
 	if r.base.Err() != nil {
@@ -141,6 +166,9 @@ func (r *Reader) cache(ns string) (cache.Cache, error) {
 	if s, ok := r.spaces[ns]; ok {
 		s.used = time.Now()
 		return s.cache, nil
+	}
+	if len(r.spaces) >= r.cfg.MaxNamespaces {
+		r.dropLeastRecent()
 	}
 	c, err := cache.New(r.cfg.Rest, cache.Options{
 		Scheme:            r.cfg.Scheme,

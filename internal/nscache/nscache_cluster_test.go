@@ -80,6 +80,18 @@ func TestClusterReaderWatchesWhatIsRead(t *testing.T) {
 		t.Errorf("10 writes in namespace a, no longer read, sent %v watch events; want none", got)
 	}
 
+	// Past MaxNamespaces, the namespace read longest ago goes first.
+	small := New(Config{Rest: env.Config, Scheme: env.Scheme, MaxNamespaces: 1})
+	go small.Run(rctx)
+	for _, ns := range []string{"a", "b"} {
+		if err := small.List(ctx, &list, client.InNamespace(ns)); err != nil || len(list.Items) != 1 {
+			t.Fatalf("List in %s: %d items, %v; want r1", ns, len(list.Items), err)
+		}
+	}
+	if got := small.Namespaces(); !slices.Equal(got, []string{"b"}) {
+		t.Errorf("with MaxNamespaces 1, after reading a then b: Namespaces() = %v, want [b]", got)
+	}
+
 	stop()
 	<-done
 	if err := r.Get(ctx, client.ObjectKey{Namespace: "a", Name: "r1"}, &v1beta1.Topology{}); !errors.Is(err, ErrStopped) {
