@@ -228,7 +228,7 @@ func Run(ctx context.Context, cfg Config) error {
 	cacheDone := make(chan error, 1)
 	go func() { cacheDone <- endpoints.Start(ctx) }()
 	if !endpoints.WaitForCacheSync(ctx) {
-		return errors.New("kubernetes cache did not sync")
+		return errors.New("the daemons' EndpointSlice cache did not sync")
 	}
 	go nsReader.Run(ctx)
 	topologies := topotrack.New(kclient)
