@@ -27,7 +27,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -156,21 +155,23 @@ func (w *Wirer) topology(ctx context.Context, k podstore.Key) (*v1beta1.Topology
 	t := &v1beta1.Topology{}
 	key := client.ObjectKey{Namespace: k.Namespace, Name: k.Name}
 	err := w.cfg.Topologies.Get(ctx, key, t)
-	if apierrors.IsNotFound(err) {
-		// The API server's watch cache answers without a round trip to
-		// etcd; only its miss, which may be its lag, needs a quorum read.
-		err = w.cfg.Client.Get(ctx, key, t, &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: "0"}})
+	if err == nil {
+		return t, nil
 	}
-	if apierrors.IsNotFound(err) {
-		err = w.cfg.Client.Get(ctx, key, t)
-	}
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
+	if !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("read Topology %s: %w", k, err)
 	}
-	return t, nil
+	// A List by name is consistent and served from the API server's watch
+	// cache: one round trip whether the Topology exists or not, where a
+	// Get from the watch cache needs a quorum Get after it to trust a miss.
+	var list v1beta1.TopologyList
+	if err := w.cfg.Client.List(ctx, &list, client.InNamespace(k.Namespace), client.MatchingFields{"metadata.name": k.Name}); err != nil {
+		return nil, fmt.Errorf("read Topology %s: %w", k, err)
+	}
+	if len(list.Items) == 0 {
+		return nil, nil
+	}
+	return &list.Items[0], nil
 }
 
 // peerNode returns the node and node IP of a pod: an empty node while it is
