@@ -209,7 +209,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	nsReader := dataserver.NewReader(restCfg, scheme, 0)
+	nsReader, err := dataserver.NewReader(restCfg, scheme)
+	if err != nil {
+		return err
+	}
 	kclient, err := client.NewWithWatch(restCfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)

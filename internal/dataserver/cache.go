@@ -1,8 +1,6 @@
 package dataserver
 
 import (
-	"time"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -17,9 +15,9 @@ import (
 // informers of a namespace run while someone reads it (and for idle after),
 // so a daemon watches the namespaces its data API is asked about, not the
 // cluster. Pods are trimmed to what the frames and the wiring use. Run it.
-func NewReader(cfg *rest.Config, scheme *runtime.Scheme, idle time.Duration) *nscache.Reader {
+func NewReader(cfg *rest.Config, scheme *runtime.Scheme) (*nscache.Reader, error) {
 	return nscache.New(nscache.Config{
-		Rest: cfg, Scheme: scheme, Idle: idle,
+		Rest: cfg, Scheme: scheme,
 		ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: trimPod}},
 	})
 }

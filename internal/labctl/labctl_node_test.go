@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshnet/meshnet/internal/gateway"
 	"github.com/meshnet/meshnet/internal/kubecluster"
 	"github.com/meshnet/meshnet/internal/labctl"
 )
@@ -48,7 +49,7 @@ func TestNodeLabUpRunsItsGuideAndDownLeavesNothing(t *testing.T) {
 	if code, body := httpGet(t, page); code != http.StatusOK || !strings.Contains(body, "topology.js") {
 		t.Errorf("GET %s: %d %.200s, want the topology page", page, code, body)
 	}
-	graph := strings.Replace(page, "/topology/?namespace=", "/v1/namespaces/", 1) + "/graph"
+	graph := strings.Replace(page, gateway.TopologyPath+"?namespace=", "/v1/namespaces/", 1) + "/graph"
 	var g struct{ Nodes, Edges []struct{ ID string } }
 	if code, body := httpGet(t, graph); code != http.StatusOK || json.Unmarshal([]byte(body), &g) != nil || len(g.Nodes) != 3 || len(g.Edges) != 2 {
 		t.Errorf("GET %s: %d %.300s, want line-3's 3 pods and 2 links", graph, code, body)

@@ -11,14 +11,17 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
 
 // DefaultIdle is how long a namespace nobody reads keeps its informers
@@ -58,6 +61,10 @@ type Reader struct {
 	cfg  Config
 	base context.Context
 	stop context.CancelFunc
+	// http and mapper are shared by every namespace's cache, as a
+	// manager's caches share them: one connection pool, one discovery.
+	http   *http.Client
+	mapper meta.RESTMapper
 
 	mu     sync.Mutex
 	spaces map[string]*space
@@ -74,15 +81,23 @@ var _ client.Reader = (*Reader)(nil)
 
 // New returns a Reader that starts informers on first read; Run drops idle
 // namespaces and, when it returns, stops every informer.
-func New(cfg Config) *Reader {
+func New(cfg Config) (*Reader, error) {
 	if cfg.Idle <= 0 {
 		cfg.Idle = DefaultIdle
 	}
 	if cfg.MaxNamespaces <= 0 {
 		cfg.MaxNamespaces = DefaultMaxNamespaces
 	}
+	hc, err := rest.HTTPClientFor(cfg.Rest)
+	if err != nil {
+		return nil, fmt.Errorf("namespace caches: %w", err)
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg.Rest, hc)
+	if err != nil {
+		return nil, fmt.Errorf("namespace caches: %w", err)
+	}
 	base, stop := context.WithCancel(context.Background())
-	return &Reader{cfg: cfg, base: base, stop: stop, spaces: map[string]*space{}}
+	return &Reader{cfg: cfg, base: base, stop: stop, http: hc, mapper: mapper, spaces: map[string]*space{}}, nil
 }
 
 // Get reads obj from the cache of key's namespace, starting it if needed.
@@ -136,23 +151,27 @@ func (r *Reader) dropIdle(now time.Time) {
 	defer r.mu.Unlock()
 	for ns, s := range r.spaces {
 		if now.Sub(s.used) >= r.cfg.Idle {
-			s.cancel()
-			delete(r.spaces, ns)
+			r.dropLocked(ns)
 		}
 	}
 }
 
-// dropLeastRecent stops the informers of the namespace read longest ago.
-func (r *Reader) dropLeastRecent() {
+// dropLeastRecentLocked drops the namespace read longest ago.
+func (r *Reader) dropLeastRecentLocked() {
 	var oldest string
 	for ns, s := range r.spaces {
 		if oldest == "" || s.used.Before(r.spaces[oldest].used) {
 			oldest = ns
 		}
 	}
-	if s, ok := r.spaces[oldest]; ok {
+	r.dropLocked(oldest)
+}
+
+// dropLocked stops namespace ns's informers and forgets its cache.
+func (r *Reader) dropLocked(ns string) {
+	if s, ok := r.spaces[ns]; ok {
 		s.cancel()
-		delete(r.spaces, oldest)
+		delete(r.spaces, ns)
 	}
 }
 
@@ -168,9 +187,11 @@ func (r *Reader) cache(ns string) (cache.Cache, error) {
 		return s.cache, nil
 	}
 	if len(r.spaces) >= r.cfg.MaxNamespaces {
-		r.dropLeastRecent()
+		r.dropLeastRecentLocked()
 	}
 	c, err := cache.New(r.cfg.Rest, cache.Options{
+		HTTPClient:        r.http,
+		Mapper:            r.mapper,
 		Scheme:            r.cfg.Scheme,
 		DefaultNamespaces: map[string]cache.Config{ns: {}},
 		ByObject:          maps.Clone(r.cfg.ByObject),

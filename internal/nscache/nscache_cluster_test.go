@@ -34,7 +34,10 @@ func TestClusterReaderWatchesWhatIsRead(t *testing.T) {
 		}
 	}
 	const idle = time.Second
-	r := New(Config{Rest: env.Config, Scheme: env.Scheme, Idle: idle})
+	r, err := New(Config{Rest: env.Config, Scheme: env.Scheme, Idle: idle})
+	if err != nil {
+		t.Fatal(err)
+	}
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { r.Run(rctx); close(done) }()
@@ -69,7 +72,7 @@ func TestClusterReaderWatchesWhatIsRead(t *testing.T) {
 		t.Errorf("Get(a/r1): %v", err)
 	}
 
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*idle, true, func(context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*idle, true, func(context.Context) (bool, error) {
 		return len(r.Namespaces()) == 0, nil
 	})
 	if err != nil {
@@ -81,7 +84,10 @@ func TestClusterReaderWatchesWhatIsRead(t *testing.T) {
 	}
 
 	// Past MaxNamespaces, the namespace read longest ago goes first.
-	small := New(Config{Rest: env.Config, Scheme: env.Scheme, MaxNamespaces: 1})
+	small, err := New(Config{Rest: env.Config, Scheme: env.Scheme, MaxNamespaces: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
 	go small.Run(rctx)
 	for _, ns := range []string{"a", "b"} {
 		if err := small.List(ctx, &list, client.InNamespace(ns)); err != nil || len(list.Items) != 1 {

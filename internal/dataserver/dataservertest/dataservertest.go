@@ -81,7 +81,10 @@ func Start(t *testing.T, localNode string, local dataserver.LinkLister) *Harness
 	if !endpoints.WaitForCacheSync(ctx) {
 		t.Fatal("cache did not sync")
 	}
-	c := dataserver.NewReader(env.Config, env.Scheme, 0)
+	c, err := dataserver.NewReader(env.Config, env.Scheme)
+	if err != nil {
+		t.Fatal(err)
+	}
 	go c.Run(ctx)
 	pool := daemonclient.NewPool(nil, nil)
 	t.Cleanup(func() { pool.Close() })
