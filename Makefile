@@ -3,7 +3,7 @@
 SHELL := /usr/bin/env bash
 GO ?= go
 BIN ?= bin
-CMDS := meshnetd meshnet-controller meshnet-cni
+CMDS := meshnetd meshnet-controller meshnet-cni kubectl-meshnet
 CONTROLLER_GEN := $(GO) tool -modfile=tools/go.mod controller-gen
 
 .PHONY: all build lab lab-emulated lab-bin lab-down lab-vm node-bin generate generate-crd generate-proto check test test-unit test-kernel test-vm test-cluster test-node bench clean

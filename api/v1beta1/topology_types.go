@@ -359,6 +359,25 @@ const (
 	ConditionDegraded = "Degraded"
 )
 
+// Reasons of the Ready and Degraded conditions.
+const (
+	// ReasonConverged: every link is as the spec asks.
+	ReasonConverged = "Converged"
+	// ReasonLinksPending: some links wait for their peer's side.
+	ReasonLinksPending = "LinksPending"
+	// ReasonLinkErrors: the kernel refused some links' settings.
+	ReasonLinkErrors = "LinkErrors"
+	// ReasonPodNotScheduled: the pod is on no node yet; the spec applies
+	// when it starts.
+	ReasonPodNotScheduled = "PodNotScheduled"
+	// ReasonDaemonUnavailable: the pod's node's meshnetd did not answer.
+	ReasonDaemonUnavailable = "DaemonUnavailable"
+	// ReasonApplyFailed: the call that applies the spec failed; it is retried.
+	ReasonApplyFailed = "ApplyFailed"
+	// ReasonInvalidSpec: the spec cannot be applied as written.
+	ReasonInvalidSpec = "InvalidSpec"
+)
+
 // PeerHost as a link's peer_pod makes the link a macvlan on the node's NIC
 // named by peer_intf.
 const PeerHost = "localhost"

@@ -176,7 +176,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	if pod == nil || pod.Spec.NodeName == "" {
 		return reconcile.Result{}, r.writeStatus(ctx, topo,
-			failedStatus(topo, "", false, ReasonPodNotScheduled, "pod "+req.Name+" is not scheduled on a node yet"))
+			failedStatus(topo, "", false, v1beta1.ReasonPodNotScheduled, "pod "+req.Name+" is not scheduled on a node yet"))
 	}
 	node := pod.Spec.NodeName
 	logger = logger.WithValues("node", node)
@@ -187,8 +187,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	d, err := desiredState(topo, pod, peers)
 	if err != nil {
-		r.Recorder.Eventf(topo, nil, corev1.EventTypeWarning, ReasonInvalidSpec, "Apply", "%v", err)
-		return reconcile.Result{}, r.writeStatus(ctx, topo, failedStatus(topo, node, true, ReasonInvalidSpec, err.Error()))
+		r.Recorder.Eventf(topo, nil, corev1.EventTypeWarning, v1beta1.ReasonInvalidSpec, "Apply", "%v", err)
+		return reconcile.Result{}, r.writeStatus(ctx, topo, failedStatus(topo, node, true, v1beta1.ReasonInvalidSpec, err.Error()))
 	}
 	r.kernel.follow(r.ctx, node)
 	key := req.NamespacedName
@@ -200,11 +200,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	r.kernel.unapplied(key)
 	addr, err := r.Daemons.DaemonFor(ctx, node)
 	if err != nil {
-		return r.fail(ctx, topo, node, ReasonDaemonUnavailable, err)
+		return r.fail(ctx, topo, node, v1beta1.ReasonDaemonUnavailable, err)
 	}
 	conn, err := r.Pool.Conn(addr)
 	if err != nil {
-		return r.fail(ctx, topo, node, ReasonDaemonUnavailable, err)
+		return r.fail(ctx, topo, node, v1beta1.ReasonDaemonUnavailable, err)
 	}
 	// Sized to the work: a pod of thousands of links takes longer than
 	// one of two, and a deadline it cannot meet would have every retry
@@ -222,20 +222,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// The daemon may be back already (a restart): reconnect at the next
 		// pass rather than after gRPC's growing reconnect backoff.
 		conn.ResetConnectBackoff()
-		return r.fail(ctx, topo, node, ReasonDaemonUnavailable, fmt.Errorf("apply on meshnetd %s: %w", addr, err))
+		return r.fail(ctx, topo, node, v1beta1.ReasonDaemonUnavailable, fmt.Errorf("apply on meshnetd %s: %w", addr, err))
 	case codes.NotFound:
 		// The CNI has not wired the pod on its node yet; its ADD will.
 		return requeueAfter(time.Second, r.writeStatus(ctx, topo,
-			failedStatus(topo, node, false, ReasonLinksPending, "waiting for the pod's CNI ADD on "+node)))
+			failedStatus(topo, node, false, v1beta1.ReasonLinksPending, "waiting for the pod's CNI ADD on "+node)))
 	default:
 		err = fmt.Errorf("apply on meshnetd %s: %w", addr, err)
 		if kl, ok := r.kernel.links(node, key); ok {
 			// The links as they are, and why they are not as specified.
 			st := convergedStatus(topo, pod, d, kl, nil)
-			setConditions(&st, topo.Generation, metav1.ConditionFalse, ReasonApplyFailed, err.Error())
-			return r.failWith(ctx, topo, st, ReasonApplyFailed, err)
+			setConditions(&st, topo.Generation, metav1.ConditionFalse, v1beta1.ReasonApplyFailed, err.Error())
+			return r.failWith(ctx, topo, st, v1beta1.ReasonApplyFailed, err)
 		}
-		return r.fail(ctx, topo, node, ReasonApplyFailed, err)
+		return r.fail(ctx, topo, node, v1beta1.ReasonApplyFailed, err)
 	}
 	r.kernel.answered(node, key, d.request, resp)
 	kl, ok := r.kernel.links(node, key)

@@ -16,17 +16,6 @@ import (
 	"github.com/meshnet/meshnet/internal/netemconv"
 )
 
-// Condition reasons.
-const (
-	ReasonConverged         = "Converged"
-	ReasonLinksPending      = "LinksPending"
-	ReasonLinkErrors        = "LinkErrors"
-	ReasonPodNotScheduled   = "PodNotScheduled"
-	ReasonDaemonUnavailable = "DaemonUnavailable"
-	ReasonApplyFailed       = "ApplyFailed"
-	ReasonInvalidSpec       = "InvalidSpec"
-)
-
 // convergedStatus is the status after a successful ApplyPod: the links as
 // the kernel has them.
 // kernel is the pod's link ends by interface; results the last ApplyPod's.
@@ -71,10 +60,10 @@ func convergedStatus(topo *v1beta1.Topology, pod *corev1.Pod, d desired, kernel 
 	}
 	switch {
 	case len(errs) > 0:
-		setConditions(&st, topo.Generation, metav1.ConditionFalse, ReasonLinkErrors, strings.Join(errs, "; "))
+		setConditions(&st, topo.Generation, metav1.ConditionFalse, v1beta1.ReasonLinkErrors, strings.Join(errs, "; "))
 	case len(waiting) > 0:
-		setCondition(&st, v1beta1.ConditionReady, topo.Generation, metav1.ConditionFalse, ReasonLinksPending, strings.Join(waiting, "; "))
-		setCondition(&st, v1beta1.ConditionDegraded, topo.Generation, metav1.ConditionFalse, ReasonLinksPending,
+		setCondition(&st, v1beta1.ConditionReady, topo.Generation, metav1.ConditionFalse, v1beta1.ReasonLinksPending, strings.Join(waiting, "; "))
+		setCondition(&st, v1beta1.ConditionDegraded, topo.Generation, metav1.ConditionFalse, v1beta1.ReasonLinksPending,
 			fmt.Sprintf("no link failed; %d of %d links wait for their peer side (see Ready)", len(waiting), len(topo.Spec.Links)))
 	default:
 		msg := fmt.Sprintf("%d links as specified", len(topo.Spec.Links))
@@ -83,7 +72,7 @@ func convergedStatus(topo *v1beta1.Topology, pod *corev1.Pod, d desired, kernel 
 				msg += fmt.Sprintf("; %s held down by %s, whose Topology sets it down", l.LocalIntf, peer)
 			}
 		}
-		setConditions(&st, topo.Generation, metav1.ConditionTrue, ReasonConverged, msg)
+		setConditions(&st, topo.Generation, metav1.ConditionTrue, v1beta1.ReasonConverged, msg)
 	}
 	return st
 }

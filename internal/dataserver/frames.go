@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -114,7 +113,8 @@ func (b *builder) edgeEnd(pod, intf string, uid int) *meshnetv1.GraphEdgeEnd {
 	case x.live != nil:
 		r.Link = x.live.Status
 		if n := x.live.Status.GetNetem(); n != nil {
-			r.Netem = tcWords(n)
+			s, _ := netemconv.FromProto(n) // the kernel's: spelled even where a spec would be refused
+			r.Netem = netemconv.Words(s)
 		}
 	case b.g.Pods[pod] == nil:
 		r.Error = "no pod " + pod + " in namespace " + b.g.Namespace
@@ -454,7 +454,8 @@ func (b *builder) fill(e *meshnetv1.GraphEdge, l *v1beta1.Link, src end) {
 	if spec != nil {
 		e.Mainstat = ms(spec.GetDelay().AsDuration())
 		e.Secondarystat = spec.GetLossPercent()
-		e.DetailNetem = tcWords(spec)
+		s, _ := netemconv.FromProto(spec)
+		e.DetailNetem = netemconv.Words(s)
 	}
 	e.Thickness = 1
 	if src.live == nil {
@@ -479,42 +480,4 @@ func thickness(bytesPerSecond float64) float64 {
 		return 1
 	}
 	return math.Round(min(10, 1+1.5*math.Log10(bytesPerSecond/1e3))*10) / 10
-}
-
-// tcWords spells a netem spec as tc does ("delay 40ms 5ms loss 1%"); empty
-// when it shapes nothing.
-func tcWords(s *meshnetv1.NetemSpec) string {
-	var w []string
-	pct := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) + "%" }
-	opt := func(name string, v, corr float64) {
-		if v > 0 {
-			w = append(w, name, pct(v))
-			if corr > 0 {
-				w = append(w, pct(corr))
-			}
-		}
-	}
-	if d := s.GetDelay().AsDuration(); d > 0 {
-		w = append(w, "delay", d.String())
-		if j := s.GetJitter().AsDuration(); j > 0 {
-			w = append(w, j.String())
-			if c := s.GetDelayCorrelationPercent(); c > 0 {
-				w = append(w, pct(c))
-			}
-			if dist := s.GetDistribution(); dist != meshnetv1.NetemDistribution_NETEM_DISTRIBUTION_UNSPECIFIED {
-				w = append(w, "distribution", strings.ToLower(strings.TrimPrefix(dist.String(), "NETEM_DISTRIBUTION_")))
-			}
-		}
-	}
-	opt("loss", s.GetLossPercent(), s.GetLossCorrelationPercent())
-	opt("duplicate", s.GetDuplicatePercent(), s.GetDuplicateCorrelationPercent())
-	opt("corrupt", s.GetCorruptPercent(), s.GetCorruptCorrelationPercent())
-	opt("reorder", s.GetReorderPercent(), s.GetReorderCorrelationPercent())
-	if g := s.GetGap(); g > 0 {
-		w = append(w, "gap", strconv.FormatUint(uint64(g), 10))
-	}
-	if r := s.GetRateBps(); r > 0 {
-		w = append(w, "rate", string(v1beta1.RateOf(r)))
-	}
-	return strings.Join(w, " ")
 }

@@ -73,6 +73,7 @@ func (g guide) String() string {
 	w("  kubectl get topo -n %s", ns)
 	w("  kubectl get topo -n %s %s -o yaml          # status: what the kernel has", ns, local.Name)
 	w("  kubectl edit topo -n %s %s                 # on link %s add:  netem: {delay: 50ms}", ns, local.Name, local.Intf)
+	kubectlMeshnet(w, g.binDir, ns, local.Name, local.Intf)
 	if ip := addr(peer.IP); ip != "" {
 		w("  ip netns exec %s ping -c 3 %s", filepath.Base(pod.Netns), ip)
 	}
@@ -90,6 +91,19 @@ func (g guide) String() string {
 	w("Logs: %s (the lab), %s, %s", filepath.Join(g.lab.Dir(), logFile), filepath.Join(g.lab.Dir(), "meshnet-controller.log"), node.LogFile)
 	w("Remove every trace: %s", g.down)
 	return b.String()
+}
+
+// kubectlMeshnet writes the guides' kubectl meshnet lines, when binDir
+// has the plugin: kubectl finds it on PATH.
+func kubectlMeshnet(w func(string, ...any), binDir, ns, pod, intf string) {
+	if _, err := os.Stat(filepath.Join(binDir, "kubectl-meshnet")); err != nil {
+		return
+	}
+	w("  export PATH=%s:$PATH                       # kubectl finds its plugin kubectl-meshnet there", binDir)
+	w("  kubectl meshnet links -n %s", ns)
+	w("  kubectl meshnet down %s %s -n %s             # a cable pull, kept in the Topology", pod, intf, ns)
+	w("  kubectl meshnet up %s %s -n %s", pod, intf, ns)
+	w("  kubectl meshnet graph -n %s", ns)
 }
 
 // pageLine is the guides' line naming the topology page of namespace ns,

@@ -23,6 +23,7 @@ func buildLab(t *testing.T) string {
 	}
 	for _, c := range [][]string{
 		{"go", "build", "-o", dir, "github.com/meshnet/meshnet/cmd/meshnet-lab"},
+		{"go", "build", "-o", dir, "github.com/meshnet/meshnet/cmd/kubectl-meshnet"},
 		{"go", "build", "-modfile=" + repoFile(t, "tools/go.mod"), "-o", dir, "github.com/fullstorydev/grpcurl/cmd/grpcurl"},
 	} {
 		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
@@ -90,7 +91,7 @@ func TestKernelLabUpRunsItsGuideAndDownLeavesNothing(t *testing.T) {
 		cmd, _, _ := strings.Cut(strings.TrimSpace(line), "  #")
 		switch {
 		case strings.HasPrefix(cmd, "export "):
-			env = append(env, strings.TrimPrefix(cmd, "export "))
+			env = append(env, os.ExpandEnv(strings.TrimPrefix(cmd, "export ")))
 			continue
 		case strings.HasPrefix(cmd, "kubectl edit"), !strings.HasPrefix(line, "  "), !isCommand(cmd):
 			continue

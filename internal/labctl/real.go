@@ -180,6 +180,7 @@ func (g realGuide) String(ctx context.Context) (string, error) {
 		}
 		w("  kubectl edit topo -n %s %s                 # on link %s add:  state: down", g.ns, local.Name, local.Intf)
 		w("  kubectl get topo -n %s %s -o yaml          # status: what the kernel has", g.ns, local.Name)
+		kubectlMeshnet(w, g.binDir, g.ns, local.Name, local.Intf)
 		for _, p := range pods.Items {
 			if p.Name == local.Name {
 				hostIP = p.Status.HostIP

@@ -10,6 +10,7 @@ package netemconv
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -206,6 +207,49 @@ func ToTopology(s netem.Spec) *v1beta1.Netem {
 		n.Limit = &l
 	}
 	return n
+}
+
+// Words spells s as tc does ("delay 40ms 5ms loss 1%"): the one spelling
+// of shaping for people, in the data API's detail__netem and in kubectl
+// meshnet. Empty when s shapes nothing; the queue limit is left out, as tc
+// leaves out its default.
+func Words(s netem.Spec) string {
+	var w []string
+	pct := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) + "%" }
+	opt := func(name string, v, corr float64) {
+		if v > 0 {
+			w = append(w, name, pct(v))
+			if corr > 0 {
+				w = append(w, pct(corr))
+			}
+		}
+	}
+	if s.Delay > 0 {
+		w = append(w, "delay", s.Delay.String())
+		if s.Jitter > 0 {
+			w = append(w, s.Jitter.String())
+			if s.DelayCorrelation > 0 {
+				w = append(w, pct(s.DelayCorrelation))
+			}
+			if s.Distribution != netem.DistributionNone {
+				w = append(w, "distribution", string(s.Distribution))
+			}
+		}
+	}
+	opt("loss", s.Loss, s.LossCorrelation)
+	if s.ECN && s.Loss > 0 {
+		w = append(w, "ecn")
+	}
+	opt("duplicate", s.Duplicate, s.DuplicateCorrelation)
+	opt("corrupt", s.Corrupt, s.CorruptCorrelation)
+	opt("reorder", s.Reorder, s.ReorderCorrelation)
+	if s.Gap > 0 && s.Reorder > 0 {
+		w = append(w, "gap", strconv.FormatUint(uint64(s.Gap), 10))
+	}
+	if s.RateBps > 0 {
+		w = append(w, "rate", string(v1beta1.RateOf(s.RateBps)))
+	}
+	return strings.Join(w, " ")
 }
 
 // FromProto converts and validates the API's NetemSpec; nil is no shaping.

@@ -86,3 +86,22 @@ func TestErrorsNameTheFormsField(t *testing.T) {
 		t.Errorf("two bad fields: %v, want both named", err)
 	}
 }
+
+func TestWords(t *testing.T) {
+	for _, tc := range []struct {
+		spec netem.Spec
+		want string
+	}{
+		{netem.Spec{}, ""},
+		{netem.Spec{Loss: 1}, "loss 1%"},
+		{netem.Spec{Limit: 10000}, ""},
+		{netem.Spec{Delay: 40 * time.Millisecond, Jitter: 5 * time.Millisecond, DelayCorrelation: 25,
+			Distribution: netem.DistributionNormal, Loss: 0.5, LossCorrelation: 10, Duplicate: 1, Corrupt: 0.1,
+			Reorder: 25, Gap: 5, RateBps: 1e9},
+			"delay 40ms 5ms 25% distribution normal loss 0.5% 10% duplicate 1% corrupt 0.1% reorder 25% gap 5 rate 1gbit"},
+	} {
+		if got := Words(tc.spec); got != tc.want {
+			t.Errorf("Words(%+v) = %q, want %q", tc.spec, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,467 @@
+package meshnetctl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/netemconv"
+)
+
+// waitFlags say whether and how long a change waits for the status.
+type waitFlags struct {
+	wait    bool
+	timeout time.Duration
+}
+
+func (w *waitFlags) bind(fs *pflag.FlagSet) {
+	fs.BoolVar(&w.wait, "wait", true, "wait until the pod's status shows the change applied")
+	fs.DurationVar(&w.timeout, "timeout", defaultTimeout, "how long to wait for the status (with --wait)")
+}
+
+const declarative = `The change is made in the pod's Topology (the field is printed), so it
+survives restarts and the controller applies it on the pod's node; the
+command then waits until the Topology's status says the kernel has it.`
+
+func newStateCommand(o *options, state v1beta1.LinkState) *cobra.Command {
+	var wf waitFlags
+	what := map[v1beta1.LinkState]string{
+		v1beta1.LinkDown: "Take a link down at both ends, as a cable pull does",
+		v1beta1.LinkUp:   "Bring a link that was taken down up again",
+	}[state]
+	cmd := &cobra.Command{
+		Use:   string(state) + " POD INTERFACE",
+		Short: what,
+		Long:  what + ".\n\nIt sets spec.links[i].state of POD's Topology to " + string(state) + ".\n" + declarative,
+		Example: fmt.Sprintf(`  # Set r1's eth1 %[1]s and wait for the kernel
+  kubectl meshnet %[1]s r1 eth1 -n lab
+
+  # Only record it in the Topology
+  kubectl meshnet %[1]s r1 eth1 -n lab --wait=false`, state),
+		Args:              exactArgs("POD", "INTERFACE"),
+		ValidArgsFunction: o.completeLinks,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.connect(); err != nil {
+				return err
+			}
+			return o.changeLink(cmd.Context(), cmd.OutOrStdout(), args[0], args[1], wf, linkField{
+				name: "state",
+				set:  func(l *v1beta1.Link) { l.State = &state },
+				value: func(l *v1beta1.Link) any {
+					if l.State == nil {
+						return nil
+					}
+					return *l.State
+				},
+				spell: func(l *v1beta1.Link) string {
+					if l.State == nil {
+						return "<unset> (up)"
+					}
+					return string(*l.State)
+				},
+			})
+		},
+	}
+	wf.bind(cmd.Flags())
+	return cmd
+}
+
+func newNetemCommand(o *options) *cobra.Command {
+	var (
+		wf    waitFlags
+		clear bool
+		set   = map[string]*string{}
+	)
+	cmd := &cobra.Command{
+		Use:   "netem POD INTERFACE (--delay D [--jitter J] [--loss P] ... | --clear)",
+		Short: "Shape a link's egress with netem (delay, loss, rate ...), or clear it",
+		Long: `Shape the egress of POD's INTERFACE with tc-netem, or clear the shaping.
+
+It sets spec.links[i].netem of POD's Topology to exactly the flags given
+(flags not given are not kept from before); --clear removes it.
+` + declarative + `
+
+Units are tc's: durations 50ms, 1.5s, 250us; percentages 1% or 0.5;
+rates 100mbit, 1gbit, 10mbps.`,
+		Example: `  # 50 ms of delay with 5 ms of jitter, and 1% loss
+  kubectl meshnet netem r1 eth1 -n lab --delay 50ms --jitter 5ms --loss 1%
+
+  # Limit the link to 100 Mbit/s
+  kubectl meshnet netem r1 eth1 -n lab --rate 100mbit
+
+  # No more shaping
+  kubectl meshnet netem r1 eth1 -n lab --clear`,
+		Args:              exactArgs("POD", "INTERFACE"),
+		ValidArgsFunction: o.completeLinks,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := netemOf(cmd.Flags(), set, clear)
+			if err != nil {
+				return err
+			}
+			if err := o.connect(); err != nil {
+				return err
+			}
+			return o.changeLink(cmd.Context(), cmd.OutOrStdout(), args[0], args[1], wf, linkField{
+				name: "netem",
+				set:  func(l *v1beta1.Link) { l.Netem = n },
+				value: func(l *v1beta1.Link) any {
+					if l.Netem == nil {
+						return nil
+					}
+					return l.Netem
+				},
+				spell: func(l *v1beta1.Link) string { return words(l.Netem) },
+			})
+		},
+	}
+	for _, f := range netemFlags {
+		set[f.name] = cmd.Flags().String(f.name, "", f.usage)
+	}
+	cmd.Flags().BoolVar(&clear, "clear", false, "remove the link's shaping")
+	wf.bind(cmd.Flags())
+	return cmd
+}
+
+// netemFlags are the netem command's flags: the Topology's netem fields,
+// spelled with dashes.
+var netemFlags = []struct{ name, usage string }{
+	{"delay", "delay every packet by this long (50ms)"},
+	{"jitter", "vary the delay by up to this much (5ms; needs --delay)"},
+	{"delay-correlation", "correlation of the jitter (25%)"},
+	{"distribution", "shape of the jitter: uniform, normal, pareto or paretonormal"},
+	{"loss", "drop this share of packets (1%)"},
+	{"loss-correlation", "correlation of the loss"},
+	{"duplicate", "duplicate this share of packets"},
+	{"duplicate-correlation", "correlation of the duplication"},
+	{"corrupt", "flip a bit in this share of packets"},
+	{"corrupt-correlation", "correlation of the corruption"},
+	{"reorder", "send this share of packets at once, without the delay (needs --delay)"},
+	{"reorder-correlation", "correlation of the reordering"},
+	{"gap", "reorder only every gap-th packet"},
+	{"rate", "limit the rate (100mbit, 1gbit, 10mbps)"},
+	{"limit", "netem's queue length in packets (default: sized for delay x rate)"},
+}
+
+// netemOf builds the netem block the flags ask for (nil for --clear) and
+// validates it as the controller will, naming each bad flag.
+func netemOf(fs *pflag.FlagSet, set map[string]*string, clear bool) (*v1beta1.Netem, error) {
+	var given []string
+	for _, f := range netemFlags {
+		if fs.Changed(f.name) {
+			given = append(given, "--"+f.name)
+		}
+	}
+	switch {
+	case clear && len(given) > 0:
+		return nil, fmt.Errorf("--clear: cannot be combined with %s", strings.Join(given, ", "))
+	case clear:
+		return nil, nil
+	case len(given) == 0:
+		return nil, errors.New("no shaping given: set at least one of --delay, --loss, --rate ... (see --help), or --clear")
+	}
+	// The block as JSON, from the Topology's own field names.
+	block := map[string]any{}
+	for _, f := range netemFlags {
+		if !fs.Changed(f.name) {
+			continue
+		}
+		field := strings.ReplaceAll(f.name, "-", "_")
+		v := *set[f.name]
+		if field == "gap" || field == "limit" {
+			var n int32
+			if _, err := fmt.Sscan(v, &n); err != nil || fmt.Sprint(n) != v {
+				return nil, fmt.Errorf("--%s %q: not a whole number", f.name, v)
+			}
+			block[field] = n
+			continue
+		}
+		block[field] = v
+	}
+	data, _ := json.Marshal(block)
+	var n v1beta1.Netem
+	if err := json.Unmarshal(data, &n); err != nil {
+		return nil, fmt.Errorf("netem flags: %w", err)
+	}
+	if _, err := netemconv.FromTopology(&n); err != nil {
+		var msgs []string
+		for _, fe := range netemconv.Fields(err) {
+			if fe.Field == "" {
+				msgs = append(msgs, fe.Reason)
+				continue
+			}
+			flag := strings.ReplaceAll(fe.Field, "_", "-")
+			reason := fe.Reason
+			if rest, ok := strings.CutPrefix(reason, "needs "); ok {
+				reason = "needs " + fieldWord.ReplaceAllStringFunc(rest, func(w string) string {
+					if _, ok := set[strings.ReplaceAll(w, "_", "-")]; ok {
+						return "--" + strings.ReplaceAll(w, "_", "-")
+					}
+					return w
+				})
+			}
+			msgs = append(msgs, fmt.Sprintf("--%s %q: %s", flag, *set[flag], reason))
+		}
+		return nil, errors.New(strings.Join(msgs, "; "))
+	}
+	return &n, nil
+}
+
+// fieldWord matches the Topology's netem field names in a reason that
+// names what a field needs ("needs delay and jitter"), to spell them as
+// flags.
+var fieldWord = regexp.MustCompile(`\b[a-z]+(_[a-z]+)?\b`)
+
+// linkField is the one field of a link a command changes.
+type linkField struct {
+	name string // its JSON name in spec.links[i]
+	// set changes a link as the command asks.
+	set func(*v1beta1.Link)
+	// value is the field's value in a link, nil when unset.
+	value func(*v1beta1.Link) any
+	// spell says what a link has in the field, for the message.
+	spell func(*v1beta1.Link) string
+}
+
+// changeLink sets one field of pod's link intf in its Topology and waits
+// for the status, printing both steps.
+func (o *options) changeLink(ctx context.Context, w io.Writer, pod, intf string, wf waitFlags, f linkField) error {
+	var (
+		t       *v1beta1.Topology
+		changed bool
+		before  string
+		index   int
+	)
+	// A patch tests the link's place first; another edit that moved the
+	// links between read and patch fails the test, and the change is made
+	// again from a fresh read.
+	for attempt := 0; ; attempt++ {
+		var err error
+		if t, err = o.topology(ctx, pod); err != nil {
+			return err
+		}
+		if index = linkIndex(t, intf); index < 0 {
+			return fmt.Errorf("interface %q: pod %s has no link on it (its links: %s)", intf, pod, intfs(t))
+		}
+		l := &t.Spec.Links[index]
+		before = f.spell(l)
+		after := l.DeepCopy()
+		f.set(after)
+		if equality.Semantic.DeepEqual(l, after) {
+			break
+		}
+		err = o.client.Patch(ctx, t, client.RawPatch(types.JSONPatchType, linkPatch(index, l, f.name, f.value(after))))
+		if isTestFailed(err) && attempt < 5 {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		changed = true
+		break
+	}
+	path := fmt.Sprintf("spec.links[%d].%s", index, f.name)
+	l := t.Spec.Links[index]
+	if changed {
+		fmt.Fprintf(w, "topology.networkop.co.uk/%s patched (%s: %s -> %s)\n", pod, path, before, f.spell(&l))
+	} else {
+		fmt.Fprintf(w, "topology.networkop.co.uk/%s unchanged (%s is already %s)\n", pod, path, before)
+	}
+	if !wf.wait {
+		return nil
+	}
+	t, err := o.waitConverged(ctx, w, t, wf.timeout)
+	if t != nil {
+		if perr := printLinks(w, linkViews([]v1beta1.Topology{onlyLink(t, index)}), false); perr != nil {
+			return perr
+		}
+	}
+	return err
+}
+
+func linkIndex(t *v1beta1.Topology, intf string) int {
+	for i := range t.Spec.Links {
+		if t.Spec.Links[i].LocalIntf == intf {
+			return i
+		}
+	}
+	return -1
+}
+
+func intfs(t *v1beta1.Topology) string {
+	var names []string
+	for _, l := range t.Spec.Links {
+		names = append(names, l.LocalIntf)
+	}
+	return or(strings.Join(names, ", "), "none")
+}
+
+// linkPatch is the JSON patch that sets field of link i to value (removes
+// it for nil); link i must still be l (uid and interface).
+func linkPatch(i int, l *v1beta1.Link, field string, value any) []byte {
+	at := fmt.Sprintf("/spec/links/%d", i)
+	ops := []map[string]any{
+		{"op": "test", "path": at + "/uid", "value": l.UID},
+		{"op": "test", "path": at + "/local_intf", "value": l.LocalIntf},
+	}
+	if value != nil {
+		ops = append(ops, map[string]any{"op": "add", "path": at + "/" + field, "value": value})
+	} else {
+		ops = append(ops, map[string]any{"op": "remove", "path": at + "/" + field})
+	}
+	data, _ := json.Marshal(ops)
+	return data
+}
+
+// isTestFailed: a JSON patch's test failed (the object changed since it
+// was read); the API server answers 422 with the reason.
+func isTestFailed(err error) bool {
+	var status apierrors.APIStatus
+	return errors.As(err, &status) && status.Status().Code == http.StatusUnprocessableEntity &&
+		strings.Contains(status.Status().Message, "test failed")
+}
+
+// onlyLink is t with its status but only link i in the spec, to print.
+func onlyLink(t *v1beta1.Topology, i int) v1beta1.Topology {
+	c := *t
+	c.Spec.Links = []v1beta1.Link{t.Spec.Links[i]}
+	return c
+}
+
+// waitConverged waits until t's status reports its current generation
+// applied, and returns the Topology as it was then. The pod's being on no
+// node yet ends the wait: the change is recorded and applies when the pod
+// starts. Links the kernel refused end it with an error.
+func (o *options) waitConverged(ctx context.Context, w io.Writer, t *v1beta1.Topology, timeout time.Duration) (*v1beta1.Topology, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	gen := t.Generation
+	said := ""
+	for {
+		if done, err := converged(w, t, gen); done {
+			return t, err
+		}
+		// Say once why the wait goes on, as the status gives it.
+		if ready := meta.FindStatusCondition(t.Status.Conditions, v1beta1.ConditionReady); ready != nil &&
+			ready.ObservedGeneration >= gen && ready.Message != said {
+			said = ready.Message
+			fmt.Fprintf(o.stderr, "waiting for %s: Ready=%s %s: %s\n", t.Name, ready.Status, ready.Reason, ready.Message)
+		}
+		next, err := o.nextVersion(ctx, t)
+		if err != nil {
+			if ctx.Err() != nil {
+				return t, fmt.Errorf("timed out after %v waiting for %s's status to show generation %d applied; it says: %s",
+					timeout, t.Name, gen, readySummary(t))
+			}
+			return t, err
+		}
+		t = next
+	}
+}
+
+// nextVersion waits for the next version of t.
+func (o *options) nextVersion(ctx context.Context, t *v1beta1.Topology) (*v1beta1.Topology, error) {
+	wi, err := o.client.Watch(ctx, &v1beta1.TopologyList{}, &client.ListOptions{
+		Namespace:     t.Namespace,
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", t.Name),
+		Raw:           &metav1.ListOptions{ResourceVersion: t.ResourceVersion},
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer wi.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case ev, ok := <-wi.ResultChan():
+			if !ok {
+				// The watch ended early (a timeout, the server's restart):
+				// read the object afresh.
+				var fresh v1beta1.Topology
+				if err := o.client.Get(ctx, client.ObjectKeyFromObject(t), &fresh); err != nil {
+					return nil, err
+				}
+				return &fresh, nil
+			}
+			switch ev.Type {
+			case watch.Added, watch.Modified:
+				if next, ok := ev.Object.(*v1beta1.Topology); ok {
+					return next, nil
+				}
+			case watch.Deleted:
+				return nil, fmt.Errorf("pod %q: its Topology was deleted while waiting for its status", t.Name)
+			case watch.Error:
+				var fresh v1beta1.Topology
+				if err := o.client.Get(ctx, client.ObjectKeyFromObject(t), &fresh); err != nil {
+					return nil, err
+				}
+				return &fresh, nil
+			}
+		}
+	}
+}
+
+// converged reports whether t's status is final for generation gen, and
+// the error when the final word is a failure.
+func converged(w io.Writer, t *v1beta1.Topology, gen int64) (bool, error) {
+	ready := meta.FindStatusCondition(t.Status.Conditions, v1beta1.ConditionReady)
+	if t.Status.ObservedGeneration < gen || ready == nil || ready.ObservedGeneration < gen {
+		return false, nil
+	}
+	switch {
+	case ready.Status == metav1.ConditionTrue:
+		fmt.Fprintf(w, "topology.networkop.co.uk/%s converged at generation %d (%s)\n", t.Name, gen, ready.Message)
+		return true, nil
+	case ready.Reason == v1beta1.ReasonPodNotScheduled:
+		fmt.Fprintf(w, "topology.networkop.co.uk/%s recorded at generation %d; it applies when the pod starts (%s)\n", t.Name, gen, ready.Message)
+		return true, nil
+	case ready.Reason == v1beta1.ReasonLinkErrors, ready.Reason == v1beta1.ReasonInvalidSpec:
+		return true, fmt.Errorf("%s's Topology has the change, but it was not applied: %s: %s", t.Name, ready.Reason, ready.Message)
+	}
+	return false, nil
+}
+
+// readySummary is t's Ready condition in a few words.
+func readySummary(t *v1beta1.Topology) string {
+	ready := meta.FindStatusCondition(t.Status.Conditions, v1beta1.ConditionReady)
+	if ready == nil {
+		return "no Ready condition yet (is meshnet-controller running?)"
+	}
+	return fmt.Sprintf("Ready=%s %s: %s (generation %d)", ready.Status, ready.Reason, ready.Message, ready.ObservedGeneration)
+}
+
+// exactArgs names the missing arguments, as kubectl does.
+func exactArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < len(names) {
+			missing := names[len(args):]
+			verb := "is"
+			if len(missing) > 1 {
+				verb = "are"
+			}
+			return fmt.Errorf("%s %s required: see '%s --help'", strings.Join(missing, " and "), verb, cmd.CommandPath())
+		}
+		if len(args) > len(names) {
+			return fmt.Errorf("unexpected argument %q: %s takes %s", args[len(names)], cmd.CommandPath(), strings.Join(names, " "))
+		}
+		return nil
+	}
+}

@@ -1,0 +1,153 @@
+// Package meshnetctl is kubectl meshnet, the operator's command line. It
+// talks to the API server only, with the user's own kubeconfig (a client
+// certificate, a token or an exec plugin alike), so that it works wherever
+// kubectl does and the user's own RBAC decides what they may do: reading
+// links needs get/list on Topologies, changing them patch.
+//
+// Changes are declarative: a command patches the one Topology field it
+// names, with a JSON patch that tests the link's index first (so that a
+// concurrent edit of another link, or the controller's status writes, never
+// conflict with it), then waits until the controller reports the pod's
+// status converged at that generation.
+package meshnetctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/meshnet/meshnet/api/v1beta1"
+)
+
+// Main runs kubectl meshnet with args (without the program's name) and
+// returns its exit code: 0, or 1 after printing the error as kubectl does.
+func Main(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	cmd := NewCommand(stdout, stderr)
+	cmd.SetArgs(args)
+	if err := cmd.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(stderr, message(err))
+		return 1
+	}
+	return 0
+}
+
+// NewCommand is the kubectl meshnet command with its subcommands.
+func NewCommand(stdout, stderr io.Writer) *cobra.Command {
+	o := &options{
+		rules:     clientcmd.NewDefaultClientConfigLoadingRules(),
+		overrides: &clientcmd.ConfigOverrides{},
+		stderr:    stderr,
+	}
+	root := &cobra.Command{
+		Use:   "kubectl-meshnet",
+		Short: "See and change the links of meshnet's pods",
+		Long: `kubectl meshnet shows and changes the links meshnet wires between pods.
+
+It needs nothing but your kubeconfig: it reads and patches the pods'
+Topology objects through the API server, so your own permissions on
+Topologies decide what you may do (the namespace's view role may list
+links, its edit role may change them). Changes are made in the Topology,
+so they survive restarts, and the command waits until the pod's status
+says the kernel has them.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		// Help and completion say "kubectl meshnet", as users type it.
+		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl meshnet"},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	flags := root.PersistentFlags()
+	flags.StringVar(&o.rules.ExplicitPath, clientcmd.RecommendedConfigPathFlag, "", "path to the kubeconfig file to use")
+	clientcmd.BindOverrideFlags(o.overrides, flags, clientcmd.RecommendedConfigOverrideFlags(""))
+	root.AddCommand(
+		newLinksCommand(o),
+		newStateCommand(o, v1beta1.LinkDown),
+		newStateCommand(o, v1beta1.LinkUp),
+		newNetemCommand(o),
+		newRoutesCommand(o),
+		newGraphCommand(o),
+		newWatchCommand(o),
+	)
+	return root
+}
+
+// options are what every subcommand shares: where the API server is and
+// who the user is, from kubeconfig and flags.
+type options struct {
+	rules     *clientcmd.ClientConfigLoadingRules
+	overrides *clientcmd.ConfigOverrides
+	// stderr takes progress, apart from the output.
+	stderr io.Writer
+
+	client    client.WithWatch
+	namespace string
+}
+
+// connect builds the client and namespace once, from kubeconfig and flags.
+func (o *options) connect() error {
+	if o.client != nil {
+		return nil
+	}
+	cfg := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(o.rules, o.overrides)
+	rc, err := cfg.ClientConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	if o.namespace, _, err = cfg.Namespace(); err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	c, err := client.NewWithWatch(rc, client.Options{Scheme: scheme(), Mapper: mapper()})
+	if err != nil {
+		return fmt.Errorf("client for %s: %w", rc.Host, err)
+	}
+	o.client = c
+	return nil
+}
+
+// scheme holds the kinds the command reads.
+func scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	_ = v1beta1.AddToScheme(s)
+	_ = corev1.AddToScheme(s)
+	return s
+}
+
+// mapper maps the kinds the command reads without discovery, which would
+// cost a round trip per group on every run.
+func mapper() meta.RESTMapper {
+	m := meta.NewDefaultRESTMapper(nil)
+	m.Add(v1beta1.GroupVersion.WithKind("Topology"), meta.RESTScopeNamespace)
+	m.Add(corev1.SchemeGroupVersion.WithKind("Pod"), meta.RESTScopeNamespace)
+	return m
+}
+
+// message spells err as kubectl does: "Error from server (NotFound): ..."
+// for the API server's refusals, "error: ..." for the rest.
+func message(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		reason := status.Status().Reason
+		if reason == "" {
+			reason = "Unknown"
+		}
+		return fmt.Sprintf("Error from server (%s): %s", reason, err.Error())
+	}
+	return "error: " + err.Error()
+}
+
+// defaultTimeout bounds the wait for the status after a change.
+const defaultTimeout = 60 * time.Second

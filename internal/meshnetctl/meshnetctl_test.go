@@ -1,0 +1,173 @@
+package meshnetctl
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/api/v1beta1"
+)
+
+// TestNetemFlags: the flags become the Topology's netem block, and every bad
+// flag is named, checked by the rules the controller applies.
+func TestNetemFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		want    string // the block as JSON
+		wantErr string
+	}{
+		{[]string{"--delay", "50ms", "--jitter", "5ms", "--loss", "1%"}, `{"delay":"50ms","jitter":"5ms","loss":"1%"}`, ""},
+		{[]string{"--rate", "100mbit", "--limit", "2000"}, `{"rate":"100mbit","limit":2000}`, ""},
+		{[]string{"--delay", "1ms", "--reorder", "25%", "--gap", "5"}, `{"delay":"1ms","reorder":"25%","gap":5}`, ""},
+		{[]string{"--clear"}, `null`, ""},
+		{nil, "", "no shaping given"},
+		{[]string{"--clear", "--loss", "1%"}, "", "--clear: cannot be combined with --loss"},
+		{[]string{"--delay", "50"}, "", `--delay "50": "50" is not a duration`},
+		{[]string{"--jitter", "5ms"}, "", `--jitter "5ms": needs --delay`},
+		{[]string{"--delay", "1ms", "--delay-correlation", "25%"}, "", `--delay-correlation "25%": needs --jitter`},
+		{[]string{"--loss", "101%", "--rate", "fast"}, "", `--loss "101%": "101%" is not a percentage`},
+		{[]string{"--gap", "two"}, "", `--gap "two": not a whole number`},
+	} {
+		cmd := newNetemCommand(&options{})
+		if err := cmd.ParseFlags(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		set := map[string]*string{}
+		for _, f := range netemFlags {
+			v, _ := cmd.Flags().GetString(f.name)
+			set[f.name] = &v
+		}
+		clear, _ := cmd.Flags().GetBool("clear")
+		n, err := netemOf(cmd.Flags(), set, clear)
+		if tc.wantErr != "" {
+			if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {
+				t.Errorf("%v: error %v, want %q", tc.args, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%v: %v", tc.args, err)
+			continue
+		}
+		if got, _ := json.Marshal(n); string(got) != tc.want {
+			t.Errorf("%v: block %s, want %s", tc.args, got, tc.want)
+		}
+	}
+}
+
+// TestLinkPatch: the patch tests the link's place before it changes one
+// field, so that a concurrent edit moving the links fails it.
+func TestLinkPatch(t *testing.T) {
+	l := &v1beta1.Link{UID: 7, LocalIntf: "eth2"}
+	for _, tc := range []struct {
+		value any
+		want  string
+	}{
+		{v1beta1.LinkDown, `[{"op":"test","path":"/spec/links/3/uid","value":7},{"op":"test","path":"/spec/links/3/local_intf","value":"eth2"},{"op":"add","path":"/spec/links/3/state","value":"down"}]`},
+		{nil, `[{"op":"test","path":"/spec/links/3/uid","value":7},{"op":"test","path":"/spec/links/3/local_intf","value":"eth2"},{"op":"remove","path":"/spec/links/3/state"}]`},
+	} {
+		if got := string(linkPatch(3, l, "state", tc.value)); got != tc.want {
+			t.Errorf("linkPatch(%v) =\n%s\nwant\n%s", tc.value, got, tc.want)
+		}
+	}
+}
+
+// TestChanges: watch prints what a status write changed, link by link.
+func TestChanges(t *testing.T) {
+	up := v1beta1.LinkStatus{UID: 1, LocalIntf: "eth1", Kind: v1beta1.LinkKindVXLAN, State: v1beta1.LinkUp, Carrier: true, MTU: 1450}
+	down := up
+	down.State, down.Carrier = v1beta1.LinkDown, false
+	shaped := up
+	shaped.Netem = &v1beta1.Netem{Delay: ptr.To(v1beta1.Duration("50ms"))}
+	topo := func(ready metav1.ConditionStatus, links ...v1beta1.LinkStatus) *v1beta1.Topology {
+		return &v1beta1.Topology{Status: v1beta1.TopologyStatus{Links: links, Conditions: []metav1.Condition{
+			{Type: v1beta1.ConditionReady, Status: ready, Reason: "R", Message: "m"},
+		}}}
+	}
+	for _, tc := range []struct {
+		name     string
+		old, now *v1beta1.Topology
+		want     []change
+	}{
+		{"nothing", topo("True", up), topo("True", up), nil},
+		{"wired", topo("False"), topo("True", up), []change{
+			{"eth1", "wired: vxlan, up, carrier yes, mtu 1450"}, {"-", "Ready True (R: m)"}}},
+		{"cable pull", topo("True", up), topo("True", down), []change{{"eth1", "state up -> down, carrier yes -> no"}}},
+		{"shaped", topo("True", up), topo("True", shaped), []change{{"eth1", "netem <none> -> delay 50ms"}}},
+		{"removed", topo("True", up), topo("True"), []change{{"eth1", "removed from the status"}}},
+	} {
+		got := changes(tc.old, tc.now)
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != tc.want[i] {
+				t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+			}
+		}
+	}
+}
+
+// TestMessage: errors are printed as kubectl prints them.
+func TestMessage(t *testing.T) {
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "networkop.co.uk", Resource: "topologies"}, "r1", nil)
+	if got, want := message(forbidden), `Error from server (Forbidden): topologies.networkop.co.uk "r1" is forbidden: `; !strings.HasPrefix(got, want) {
+		t.Errorf("message(forbidden) = %q, want it to start %q", got, want)
+	}
+	if got := message(errString("interface \"eth9\": no link")); got != `error: interface "eth9": no link` {
+		t.Errorf("message(plain) = %q", got)
+	}
+}
+
+type errString string
+
+func (e errString) Error() string { return string(e) }
+
+// TestDOT: every node and link, quoted, in Graphviz's language.
+func TestDOT(t *testing.T) {
+	var b bytes.Buffer
+	err := printDOT(&b, "lab",
+		[]*meshnetv1.GraphNode{{Id: "r1", Title: "r1", Subtitle: "node-1", Color: "green"}, {Id: "r2", Title: "r2", Color: "red"}},
+		[]*meshnetv1.GraphEdge{{Source: "r1", Target: "r2", DetailSourceInterface: "eth1", DetailTargetInterface: "eth2",
+			DetailKind: "vxlan", DetailState: "down", DetailNetem: "delay 50ms", Color: "red"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `graph "lab" {
+  node [shape=box, style=rounded];
+  "r1" [label="r1\nnode-1", color="green"];
+  "r2" [label="r2", color="red"];
+  "r1" -- "r2" [taillabel="eth1", headlabel="eth2", label="vxlan\ndelay 50ms", color="red", style=dashed];
+}
+`
+	if b.String() != want {
+		t.Errorf("DOT:\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+// TestArgs: missing and extra arguments are named.
+func TestArgs(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"down"}, "POD and INTERFACE are required: see 'kubectl meshnet down --help'"},
+		{[]string{"up", "r1", "eth1", "eth2"}, `unexpected argument "eth2": kubectl meshnet up takes POD INTERFACE`},
+		{[]string{"links", "-o", "table"}, `--output "table": unknown format, want one of: wide, json, yaml`},
+		{[]string{"routes", "r1", "--via", "10.0.0.2"}, "--via and --dev describe a route to add: give --add DST as well"},
+		{[]string{"routes", "r1", "--add", "192.0.2.0/24"}, "--add 192.0.2.0/24: a route needs --via GW, --dev INTERFACE or both"},
+	} {
+		var out, errw bytes.Buffer
+		if code := Main(tc.args, &out, &errw); code != 1 || strings.TrimSpace(errw.String()) != "error: "+tc.want {
+			t.Errorf("%v: exit %d, %q; want 1 and %q", tc.args, code, errw.String(), "error: "+tc.want)
+		}
+	}
+}
