@@ -287,7 +287,7 @@ func (o *options) changeLink(ctx context.Context, w io.Writer, pod, intf string,
 	if !wf.wait {
 		return nil
 	}
-	t, err := o.waitConverged(ctx, w, t, wf.timeout)
+	t, err := o.waitConverged(ctx, w, t, l.UID, wf.timeout)
 	if t != nil {
 		if perr := printLinks(w, linkViews([]v1beta1.Topology{onlyLink(t, index)}), false); perr != nil {
 			return perr
@@ -348,14 +348,15 @@ func onlyLink(t *v1beta1.Topology, i int) v1beta1.Topology {
 // waitConverged waits until t's status reports its current generation
 // applied, and returns the Topology as it was then. The pod's being on no
 // node yet ends the wait: the change is recorded and applies when the pod
-// starts. Links the kernel refused end it with an error.
-func (o *options) waitConverged(ctx context.Context, w io.Writer, t *v1beta1.Topology, timeout time.Duration) (*v1beta1.Topology, error) {
+// starts. Links the kernel refused end it with an error, as does an error
+// on link uid (-1 for none) once the node has tried this generation.
+func (o *options) waitConverged(ctx context.Context, w io.Writer, t *v1beta1.Topology, uid int, timeout time.Duration) (*v1beta1.Topology, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	gen := t.Generation
 	said := ""
 	for {
-		if done, err := converged(w, t, gen); done {
+		if done, err := converged(w, t, gen, uid); done {
 			return t, err
 		}
 		// Say once why the wait goes on, as the status gives it.
@@ -420,13 +421,17 @@ func (o *options) nextVersion(ctx context.Context, t *v1beta1.Topology) (*v1beta
 }
 
 // converged reports whether t's status is final for generation gen, and
-// the error when the final word is a failure.
-func converged(w io.Writer, t *v1beta1.Topology, gen int64) (bool, error) {
+// the error when the final word is a failure. A failed apply is retried by
+// the controller, so it is final only when link uid itself has an error.
+func converged(w io.Writer, t *v1beta1.Topology, gen int64, uid int) (bool, error) {
 	ready := meta.FindStatusCondition(t.Status.Conditions, v1beta1.ConditionReady)
 	if t.Status.ObservedGeneration < gen || ready == nil || ready.ObservedGeneration < gen {
 		return false, nil
 	}
+	ls := t.LinkStatus(uid)
 	switch {
+	case ready.Status != metav1.ConditionTrue && ls != nil && ls.LastError != "":
+		return true, fmt.Errorf("%s's Topology has the change, but %s's node refused it on %s: %s", t.Name, t.Name, ls.LocalIntf, ls.LastError)
 	case ready.Status == metav1.ConditionTrue:
 		fmt.Fprintf(w, "topology.networkop.co.uk/%s converged at generation %d (%s)\n", t.Name, gen, ready.Message)
 		return true, nil

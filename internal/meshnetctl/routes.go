@@ -130,7 +130,7 @@ func (o *options) waitRoutes(ctx context.Context, w io.Writer, t *v1beta1.Topolo
 	if !wf.wait {
 		return nil
 	}
-	t, err := o.waitConverged(ctx, w, t, wf.timeout)
+	t, err := o.waitConverged(ctx, w, t, -1, wf.timeout)
 	if err != nil {
 		return err
 	}
