@@ -217,15 +217,39 @@ func UnaryInterceptor(c *Checker, policy Policy) grpc.UnaryServerInterceptor {
 }
 
 // StreamInterceptor enforces policy on every streaming call, such as server
-// reflection; the request is not known when the stream opens, so a streaming
-// method's Access must not need a Namespace.
+// reflection. The request is not known when the stream opens: a
+// server-streaming method whose Access needs a Namespace is checked when its
+// one request arrives, before its handler sees it.
 func StreamInterceptor(c *Checker, policy Policy) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if a, ok := policy[info.FullMethod]; ok && a.Verb != "" && a.Namespace != nil && !info.IsClientStream {
+			return handler(srv, &checkedStream{ServerStream: ss, check: func(req any) error {
+				return c.check(ss.Context(), policy, info.FullMethod, req)
+			}})
+		}
 		if err := c.check(ss.Context(), policy, info.FullMethod, nil); err != nil {
 			return err
 		}
 		return handler(srv, ss)
 	}
+}
+
+// checkedStream checks the first message it receives.
+type checkedStream struct {
+	grpc.ServerStream
+	check   func(req any) error
+	checked bool
+}
+
+func (s *checkedStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	if !s.checked {
+		s.checked = true
+		return s.check(m)
+	}
+	return nil
 }
 
 func (c *Checker) check(ctx context.Context, policy Policy, method string, req any) error {

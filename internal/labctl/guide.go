@@ -85,6 +85,7 @@ func (g guide) String() string {
 	w("  curl -s %s/links", rest)
 	w(`  curl -s -X PUT -H %s -d '{"delay":"0.020s","lossPercent":10}' %s/links/%s/netem`, auth, rest, local.Intf)
 	w(`  curl -s -X DELETE -H %s %s/links/%s/netem`, auth, rest, local.Intf)
+	w(`  curl -sN -H %s "%s/links/%s/capture?max_packets=4&duration=3s" | tshark -r -   # its traffic, live; or | wireshark -k -i -`, auth, rest, local.Intf)
 	w("  curl -s http://%s:%d/v1/namespaces/%s/graph       # what Grafana's Node Graph draws", node.IP, lab.HTTPPort, ns)
 	w("  curl -s http://%s:%d/metrics | grep meshnet_link_", node.IP, lab.HTTPPort)
 	w("%s", pageLine(node.IP.String(), ns))

@@ -194,6 +194,8 @@ func (g realGuide) String(ctx context.Context) (string, error) {
 		w(`  %s -plaintext -H "authorization: Bearer $TOKEN" -d '{"namespace":"%s","pod":"%s","interface":"%s","state":"LINK_STATE_DOWN"}' %s:%d meshnet.v1.LinkService/SetLinkState`,
 			grpcurl, g.ns, local.Name, local.Intf, hostIP, lab.GRPCPort)
 		w("  curl -s http://%s:%d/v1/namespaces/%s/pods/%s/links", hostIP, lab.HTTPPort, g.ns, local.Name)
+		w(`  curl -sN -H "authorization: Bearer $TOKEN" "http://%s:%d/v1/namespaces/%s/pods/%s/links/%s/capture?max_packets=4&duration=3s" | tshark -r -`,
+			hostIP, lab.HTTPPort, g.ns, local.Name, local.Intf)
 	}
 	w("  kubectl -n meshnet rollout restart daemonset/meshnetd   # links and their state survive")
 	if hostIP != "" {

@@ -18,7 +18,8 @@ var topologies = auth.Access{
 }
 
 // Policy is LinkService's part of meshnetd's access policy: every mutating
-// call needs a token allowed to patch topologies in the request's namespace;
+// call, and CaptureLink, needs a token allowed to patch topologies in the
+// request's namespace;
 // read calls (GetLink, ListLinks, WatchLinks) are open when readOpen, else need any
 // valid token.
 func Policy(readOpen bool) auth.Policy {
@@ -29,8 +30,11 @@ func Policy(readOpen bool) auth.Policy {
 		meshnetv1.LinkService_ClearNetem_FullMethodName:   topologies,
 		meshnetv1.LinkService_SetRoutes_FullMethodName:    topologies,
 		meshnetv1.LinkService_ApplyPod_FullMethodName:     topologies,
-		meshnetv1.LinkService_GetLink_FullMethodName:      read,
-		meshnetv1.LinkService_ListLinks_FullMethodName:    read,
-		meshnetv1.LinkService_WatchLinks_FullMethodName:   read,
+		// A capture shows the link's traffic: the right of whoever may
+		// change the link.
+		meshnetv1.LinkService_CaptureLink_FullMethodName: topologies,
+		meshnetv1.LinkService_GetLink_FullMethodName:     read,
+		meshnetv1.LinkService_ListLinks_FullMethodName:   read,
+		meshnetv1.LinkService_WatchLinks_FullMethodName:  read,
 	}
 }

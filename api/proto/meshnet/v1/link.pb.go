@@ -10,6 +10,7 @@ import (
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -89,6 +90,151 @@ func (LinkEventType) EnumDescriptor() ([]byte, []int) {
 	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{0}
 }
 
+// CaptureLinkRequest names the link to capture and bounds the capture.
+type CaptureLinkRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Pod       string                 `protobuf:"bytes,2,opt,name=pod,proto3" json:"pod,omitempty"`
+	Interface string                 `protobuf:"bytes,3,opt,name=interface,proto3" json:"interface,omitempty"`
+	// Stop after this many packets; 0 for no limit.
+	MaxPackets uint32 `protobuf:"varint,4,opt,name=max_packets,json=maxPackets,proto3" json:"max_packets,omitempty"`
+	// Stop after this long; unset for no limit. At most 24h.
+	Duration      *durationpb.Duration `protobuf:"bytes,5,opt,name=duration,proto3" json:"duration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CaptureLinkRequest) Reset() {
+	*x = CaptureLinkRequest{}
+	mi := &file_meshnet_v1_link_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CaptureLinkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CaptureLinkRequest) ProtoMessage() {}
+
+func (x *CaptureLinkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meshnet_v1_link_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CaptureLinkRequest.ProtoReflect.Descriptor instead.
+func (*CaptureLinkRequest) Descriptor() ([]byte, []int) {
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *CaptureLinkRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *CaptureLinkRequest) GetPod() string {
+	if x != nil {
+		return x.Pod
+	}
+	return ""
+}
+
+func (x *CaptureLinkRequest) GetInterface() string {
+	if x != nil {
+		return x.Interface
+	}
+	return ""
+}
+
+func (x *CaptureLinkRequest) GetMaxPackets() uint32 {
+	if x != nil {
+		return x.MaxPackets
+	}
+	return 0
+}
+
+func (x *CaptureLinkRequest) GetDuration() *durationpb.Duration {
+	if x != nil {
+		return x.Duration
+	}
+	return nil
+}
+
+// CaptureLinkResponse is the next piece of the pcapng stream; the
+// concatenation of every data is the capture file. The last message also
+// counts what was captured.
+type CaptureLinkResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Data  []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// In the last message: packets in the stream, and packets the kernel
+	// dropped because the reader fell behind (also in the stream's
+	// interface statistics).
+	Packets       uint64 `protobuf:"varint,2,opt,name=packets,proto3" json:"packets,omitempty"`
+	Dropped       uint64 `protobuf:"varint,3,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CaptureLinkResponse) Reset() {
+	*x = CaptureLinkResponse{}
+	mi := &file_meshnet_v1_link_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CaptureLinkResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CaptureLinkResponse) ProtoMessage() {}
+
+func (x *CaptureLinkResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_meshnet_v1_link_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CaptureLinkResponse.ProtoReflect.Descriptor instead.
+func (*CaptureLinkResponse) Descriptor() ([]byte, []int) {
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CaptureLinkResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *CaptureLinkResponse) GetPackets() uint64 {
+	if x != nil {
+		return x.Packets
+	}
+	return 0
+}
+
+func (x *CaptureLinkResponse) GetDropped() uint64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
 // WatchLinksRequest selects the pods to watch: every pod on the node when
 // both fields are empty, a namespace, or one pod.
 type WatchLinksRequest struct {
@@ -103,7 +249,7 @@ type WatchLinksRequest struct {
 
 func (x *WatchLinksRequest) Reset() {
 	*x = WatchLinksRequest{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[0]
+	mi := &file_meshnet_v1_link_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -115,7 +261,7 @@ func (x *WatchLinksRequest) String() string {
 func (*WatchLinksRequest) ProtoMessage() {}
 
 func (x *WatchLinksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[0]
+	mi := &file_meshnet_v1_link_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -128,7 +274,7 @@ func (x *WatchLinksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchLinksRequest.ProtoReflect.Descriptor instead.
 func (*WatchLinksRequest) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{0}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *WatchLinksRequest) GetNamespace() string {
@@ -172,7 +318,7 @@ type WatchLinksResponse struct {
 
 func (x *WatchLinksResponse) Reset() {
 	*x = WatchLinksResponse{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[1]
+	mi := &file_meshnet_v1_link_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -184,7 +330,7 @@ func (x *WatchLinksResponse) String() string {
 func (*WatchLinksResponse) ProtoMessage() {}
 
 func (x *WatchLinksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[1]
+	mi := &file_meshnet_v1_link_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -197,7 +343,7 @@ func (x *WatchLinksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchLinksResponse.ProtoReflect.Descriptor instead.
 func (*WatchLinksResponse) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{1}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *WatchLinksResponse) GetType() LinkEventType {
@@ -266,7 +412,7 @@ type SetLinkStateRequest struct {
 
 func (x *SetLinkStateRequest) Reset() {
 	*x = SetLinkStateRequest{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[2]
+	mi := &file_meshnet_v1_link_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -278,7 +424,7 @@ func (x *SetLinkStateRequest) String() string {
 func (*SetLinkStateRequest) ProtoMessage() {}
 
 func (x *SetLinkStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[2]
+	mi := &file_meshnet_v1_link_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -291,7 +437,7 @@ func (x *SetLinkStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLinkStateRequest.ProtoReflect.Descriptor instead.
 func (*SetLinkStateRequest) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{2}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SetLinkStateRequest) GetNamespace() string {
@@ -333,7 +479,7 @@ type SetLinkStateResponse struct {
 
 func (x *SetLinkStateResponse) Reset() {
 	*x = SetLinkStateResponse{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[3]
+	mi := &file_meshnet_v1_link_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -345,7 +491,7 @@ func (x *SetLinkStateResponse) String() string {
 func (*SetLinkStateResponse) ProtoMessage() {}
 
 func (x *SetLinkStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[3]
+	mi := &file_meshnet_v1_link_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -358,7 +504,7 @@ func (x *SetLinkStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLinkStateResponse.ProtoReflect.Descriptor instead.
 func (*SetLinkStateResponse) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{3}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SetLinkStateResponse) GetLink() *LinkStatus {
@@ -385,7 +531,7 @@ type SetNetemRequest struct {
 
 func (x *SetNetemRequest) Reset() {
 	*x = SetNetemRequest{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[4]
+	mi := &file_meshnet_v1_link_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -397,7 +543,7 @@ func (x *SetNetemRequest) String() string {
 func (*SetNetemRequest) ProtoMessage() {}
 
 func (x *SetNetemRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[4]
+	mi := &file_meshnet_v1_link_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -410,7 +556,7 @@ func (x *SetNetemRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNetemRequest.ProtoReflect.Descriptor instead.
 func (*SetNetemRequest) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{4}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SetNetemRequest) GetNamespace() string {
@@ -452,7 +598,7 @@ type SetNetemResponse struct {
 
 func (x *SetNetemResponse) Reset() {
 	*x = SetNetemResponse{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[5]
+	mi := &file_meshnet_v1_link_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -464,7 +610,7 @@ func (x *SetNetemResponse) String() string {
 func (*SetNetemResponse) ProtoMessage() {}
 
 func (x *SetNetemResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[5]
+	mi := &file_meshnet_v1_link_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -477,7 +623,7 @@ func (x *SetNetemResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNetemResponse.ProtoReflect.Descriptor instead.
 func (*SetNetemResponse) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{5}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SetNetemResponse) GetLink() *LinkStatus {
@@ -502,7 +648,7 @@ type ClearNetemRequest struct {
 
 func (x *ClearNetemRequest) Reset() {
 	*x = ClearNetemRequest{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[6]
+	mi := &file_meshnet_v1_link_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -514,7 +660,7 @@ func (x *ClearNetemRequest) String() string {
 func (*ClearNetemRequest) ProtoMessage() {}
 
 func (x *ClearNetemRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[6]
+	mi := &file_meshnet_v1_link_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -527,7 +673,7 @@ func (x *ClearNetemRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearNetemRequest.ProtoReflect.Descriptor instead.
 func (*ClearNetemRequest) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{6}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ClearNetemRequest) GetNamespace() string {
@@ -562,7 +708,7 @@ type ClearNetemResponse struct {
 
 func (x *ClearNetemResponse) Reset() {
 	*x = ClearNetemResponse{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[7]
+	mi := &file_meshnet_v1_link_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -574,7 +720,7 @@ func (x *ClearNetemResponse) String() string {
 func (*ClearNetemResponse) ProtoMessage() {}
 
 func (x *ClearNetemResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[7]
+	mi := &file_meshnet_v1_link_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -587,7 +733,7 @@ func (x *ClearNetemResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearNetemResponse.ProtoReflect.Descriptor instead.
 func (*ClearNetemResponse) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{7}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ClearNetemResponse) GetLink() *LinkStatus {
@@ -612,7 +758,7 @@ type SetRoutesRequest struct {
 
 func (x *SetRoutesRequest) Reset() {
 	*x = SetRoutesRequest{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[8]
+	mi := &file_meshnet_v1_link_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -624,7 +770,7 @@ func (x *SetRoutesRequest) String() string {
 func (*SetRoutesRequest) ProtoMessage() {}
 
 func (x *SetRoutesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[8]
+	mi := &file_meshnet_v1_link_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -637,7 +783,7 @@ func (x *SetRoutesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRoutesRequest.ProtoReflect.Descriptor instead.
 func (*SetRoutesRequest) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{8}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SetRoutesRequest) GetNamespace() string {
@@ -672,7 +818,7 @@ type SetRoutesResponse struct {
 
 func (x *SetRoutesResponse) Reset() {
 	*x = SetRoutesResponse{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[9]
+	mi := &file_meshnet_v1_link_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -684,7 +830,7 @@ func (x *SetRoutesResponse) String() string {
 func (*SetRoutesResponse) ProtoMessage() {}
 
 func (x *SetRoutesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[9]
+	mi := &file_meshnet_v1_link_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -697,7 +843,7 @@ func (x *SetRoutesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRoutesResponse.ProtoReflect.Descriptor instead.
 func (*SetRoutesResponse) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{9}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SetRoutesResponse) GetRoutes() []*Route {
@@ -722,7 +868,7 @@ type GetLinkRequest struct {
 
 func (x *GetLinkRequest) Reset() {
 	*x = GetLinkRequest{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[10]
+	mi := &file_meshnet_v1_link_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -734,7 +880,7 @@ func (x *GetLinkRequest) String() string {
 func (*GetLinkRequest) ProtoMessage() {}
 
 func (x *GetLinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[10]
+	mi := &file_meshnet_v1_link_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -747,7 +893,7 @@ func (x *GetLinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLinkRequest.ProtoReflect.Descriptor instead.
 func (*GetLinkRequest) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{10}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetLinkRequest) GetNamespace() string {
@@ -782,7 +928,7 @@ type GetLinkResponse struct {
 
 func (x *GetLinkResponse) Reset() {
 	*x = GetLinkResponse{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[11]
+	mi := &file_meshnet_v1_link_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -794,7 +940,7 @@ func (x *GetLinkResponse) String() string {
 func (*GetLinkResponse) ProtoMessage() {}
 
 func (x *GetLinkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[11]
+	mi := &file_meshnet_v1_link_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -807,7 +953,7 @@ func (x *GetLinkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLinkResponse.ProtoReflect.Descriptor instead.
 func (*GetLinkResponse) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{11}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetLinkResponse) GetLink() *LinkStatus {
@@ -830,7 +976,7 @@ type ListLinksRequest struct {
 
 func (x *ListLinksRequest) Reset() {
 	*x = ListLinksRequest{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[12]
+	mi := &file_meshnet_v1_link_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -842,7 +988,7 @@ func (x *ListLinksRequest) String() string {
 func (*ListLinksRequest) ProtoMessage() {}
 
 func (x *ListLinksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[12]
+	mi := &file_meshnet_v1_link_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -855,7 +1001,7 @@ func (x *ListLinksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLinksRequest.ProtoReflect.Descriptor instead.
 func (*ListLinksRequest) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{12}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListLinksRequest) GetNamespace() string {
@@ -883,7 +1029,7 @@ type ListLinksResponse struct {
 
 func (x *ListLinksResponse) Reset() {
 	*x = ListLinksResponse{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[13]
+	mi := &file_meshnet_v1_link_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -895,7 +1041,7 @@ func (x *ListLinksResponse) String() string {
 func (*ListLinksResponse) ProtoMessage() {}
 
 func (x *ListLinksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[13]
+	mi := &file_meshnet_v1_link_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -908,7 +1054,7 @@ func (x *ListLinksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLinksResponse.ProtoReflect.Descriptor instead.
 func (*ListLinksResponse) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{13}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListLinksResponse) GetLinks() []*LinkStatus {
@@ -946,7 +1092,7 @@ type ApplyPodRequest struct {
 
 func (x *ApplyPodRequest) Reset() {
 	*x = ApplyPodRequest{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[14]
+	mi := &file_meshnet_v1_link_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -958,7 +1104,7 @@ func (x *ApplyPodRequest) String() string {
 func (*ApplyPodRequest) ProtoMessage() {}
 
 func (x *ApplyPodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[14]
+	mi := &file_meshnet_v1_link_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -971,7 +1117,7 @@ func (x *ApplyPodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyPodRequest.ProtoReflect.Descriptor instead.
 func (*ApplyPodRequest) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{14}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ApplyPodRequest) GetNamespace() string {
@@ -1047,7 +1193,7 @@ type LinkSpec struct {
 
 func (x *LinkSpec) Reset() {
 	*x = LinkSpec{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[15]
+	mi := &file_meshnet_v1_link_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1059,7 +1205,7 @@ func (x *LinkSpec) String() string {
 func (*LinkSpec) ProtoMessage() {}
 
 func (x *LinkSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[15]
+	mi := &file_meshnet_v1_link_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1072,7 +1218,7 @@ func (x *LinkSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinkSpec.ProtoReflect.Descriptor instead.
 func (*LinkSpec) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{15}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LinkSpec) GetInterface() string {
@@ -1133,7 +1279,7 @@ type LinkWiring struct {
 
 func (x *LinkWiring) Reset() {
 	*x = LinkWiring{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[16]
+	mi := &file_meshnet_v1_link_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1145,7 +1291,7 @@ func (x *LinkWiring) String() string {
 func (*LinkWiring) ProtoMessage() {}
 
 func (x *LinkWiring) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[16]
+	mi := &file_meshnet_v1_link_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1158,7 +1304,7 @@ func (x *LinkWiring) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinkWiring.ProtoReflect.Descriptor instead.
 func (*LinkWiring) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{16}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *LinkWiring) GetUid() uint32 {
@@ -1214,7 +1360,7 @@ type RouteSet struct {
 
 func (x *RouteSet) Reset() {
 	*x = RouteSet{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[17]
+	mi := &file_meshnet_v1_link_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1226,7 +1372,7 @@ func (x *RouteSet) String() string {
 func (*RouteSet) ProtoMessage() {}
 
 func (x *RouteSet) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[17]
+	mi := &file_meshnet_v1_link_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1239,7 +1385,7 @@ func (x *RouteSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteSet.ProtoReflect.Descriptor instead.
 func (*RouteSet) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{17}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RouteSet) GetRoutes() []*Route {
@@ -1266,7 +1412,7 @@ type ApplyPodResponse struct {
 
 func (x *ApplyPodResponse) Reset() {
 	*x = ApplyPodResponse{}
-	mi := &file_meshnet_v1_link_proto_msgTypes[18]
+	mi := &file_meshnet_v1_link_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1278,7 +1424,7 @@ func (x *ApplyPodResponse) String() string {
 func (*ApplyPodResponse) ProtoMessage() {}
 
 func (x *ApplyPodResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshnet_v1_link_proto_msgTypes[18]
+	mi := &file_meshnet_v1_link_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1291,7 +1437,7 @@ func (x *ApplyPodResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyPodResponse.ProtoReflect.Descriptor instead.
 func (*ApplyPodResponse) Descriptor() ([]byte, []int) {
-	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{18}
+	return file_meshnet_v1_link_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ApplyPodResponse) GetResults() []*LinkResult {
@@ -1327,7 +1473,18 @@ var File_meshnet_v1_link_proto protoreflect.FileDescriptor
 const file_meshnet_v1_link_proto_rawDesc = "" +
 	"\n" +
 	"\x15meshnet/v1/link.proto\x12\n" +
-	"meshnet.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16meshnet/v1/types.proto\"C\n" +
+	"meshnet.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16meshnet/v1/types.proto\"\xba\x01\n" +
+	"\x12CaptureLinkRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
+	"\x03pod\x18\x02 \x01(\tR\x03pod\x12\x1c\n" +
+	"\tinterface\x18\x03 \x01(\tR\tinterface\x12\x1f\n" +
+	"\vmax_packets\x18\x04 \x01(\rR\n" +
+	"maxPackets\x125\n" +
+	"\bduration\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bduration\"]\n" +
+	"\x13CaptureLinkResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12\x18\n" +
+	"\apackets\x18\x02 \x01(\x04R\apackets\x12\x18\n" +
+	"\adropped\x18\x03 \x01(\x04R\adropped\"C\n" +
 	"\x11WatchLinksRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03pod\x18\x02 \x01(\tR\x03pod\"\xa0\x02\n" +
@@ -1415,7 +1572,8 @@ const file_meshnet_v1_link_proto_rawDesc = "" +
 	"\x18LINK_EVENT_TYPE_MODIFIED\x10\x02\x12\x1b\n" +
 	"\x17LINK_EVENT_TYPE_DELETED\x10\x03\x12\x1a\n" +
 	"\x16LINK_EVENT_TYPE_ROUTES\x10\x04\x12\x1a\n" +
-	"\x16LINK_EVENT_TYPE_SYNCED\x10\x052\xcb\t\n" +
+	"\x16LINK_EVENT_TYPE_SYNCED\x10\x052\x9d\n" +
+	"\n" +
 	"\vLinkService\x12\x9b\x01\n" +
 	"\fSetLinkState\x12\x1f.meshnet.v1.SetLinkStateRequest\x1a .meshnet.v1.SetLinkStateResponse\"H\x82\xd3\xe4\x93\x02B:\x01*\x1a=/v1/namespaces/{namespace}/pods/{pod}/links/{interface}/state\x12\x93\x01\n" +
 	"\bSetNetem\x12\x1b.meshnet.v1.SetNetemRequest\x1a\x1c.meshnet.v1.SetNetemResponse\"L\x82\xd3\xe4\x93\x02F:\x05netem\x1a=/v1/namespaces/{namespace}/pods/{pod}/links/{interface}/netem\x12\x92\x01\n" +
@@ -1426,7 +1584,8 @@ const file_meshnet_v1_link_proto_rawDesc = "" +
 	"\tListLinks\x12\x1c.meshnet.v1.ListLinksRequest\x1a\x1d.meshnet.v1.ListLinksResponse\"W\x82\xd3\xe4\x93\x02QZ\"\x12 /v1/namespaces/{namespace}/links\x12+/v1/namespaces/{namespace}/pods/{pod}/links\x12}\n" +
 	"\bApplyPod\x12\x1b.meshnet.v1.ApplyPodRequest\x1a\x1c.meshnet.v1.ApplyPodResponse\"6\x82\xd3\xe4\x93\x020:\x01*\"+/v1/namespaces/{namespace}/pods/{pod}:apply\x12\xc5\x01\n" +
 	"\n" +
-	"WatchLinks\x12\x1d.meshnet.v1.WatchLinksRequest\x1a\x1e.meshnet.v1.WatchLinksResponse\"v\x82\xd3\xe4\x93\x02pZ3\x121/v1/namespaces/{namespace}/pods/{pod}/links:watchZ\x11\x12\x0f/v1/links:watch\x12&/v1/namespaces/{namespace}/links:watch0\x01B;Z9github.com/meshnet/meshnet/api/proto/meshnet/v1;meshnetv1b\x06proto3"
+	"WatchLinks\x12\x1d.meshnet.v1.WatchLinksRequest\x1a\x1e.meshnet.v1.WatchLinksResponse\"v\x82\xd3\xe4\x93\x02pZ3\x121/v1/namespaces/{namespace}/pods/{pod}/links:watchZ\x11\x12\x0f/v1/links:watch\x12&/v1/namespaces/{namespace}/links:watch0\x01\x12P\n" +
+	"\vCaptureLink\x12\x1e.meshnet.v1.CaptureLinkRequest\x1a\x1f.meshnet.v1.CaptureLinkResponse0\x01B;Z9github.com/meshnet/meshnet/api/proto/meshnet/v1;meshnetv1b\x06proto3"
 
 var (
 	file_meshnet_v1_link_proto_rawDescOnce sync.Once
@@ -1441,87 +1600,93 @@ func file_meshnet_v1_link_proto_rawDescGZIP() []byte {
 }
 
 var file_meshnet_v1_link_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_meshnet_v1_link_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_meshnet_v1_link_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_meshnet_v1_link_proto_goTypes = []any{
 	(LinkEventType)(0),            // 0: meshnet.v1.LinkEventType
-	(*WatchLinksRequest)(nil),     // 1: meshnet.v1.WatchLinksRequest
-	(*WatchLinksResponse)(nil),    // 2: meshnet.v1.WatchLinksResponse
-	(*SetLinkStateRequest)(nil),   // 3: meshnet.v1.SetLinkStateRequest
-	(*SetLinkStateResponse)(nil),  // 4: meshnet.v1.SetLinkStateResponse
-	(*SetNetemRequest)(nil),       // 5: meshnet.v1.SetNetemRequest
-	(*SetNetemResponse)(nil),      // 6: meshnet.v1.SetNetemResponse
-	(*ClearNetemRequest)(nil),     // 7: meshnet.v1.ClearNetemRequest
-	(*ClearNetemResponse)(nil),    // 8: meshnet.v1.ClearNetemResponse
-	(*SetRoutesRequest)(nil),      // 9: meshnet.v1.SetRoutesRequest
-	(*SetRoutesResponse)(nil),     // 10: meshnet.v1.SetRoutesResponse
-	(*GetLinkRequest)(nil),        // 11: meshnet.v1.GetLinkRequest
-	(*GetLinkResponse)(nil),       // 12: meshnet.v1.GetLinkResponse
-	(*ListLinksRequest)(nil),      // 13: meshnet.v1.ListLinksRequest
-	(*ListLinksResponse)(nil),     // 14: meshnet.v1.ListLinksResponse
-	(*ApplyPodRequest)(nil),       // 15: meshnet.v1.ApplyPodRequest
-	(*LinkSpec)(nil),              // 16: meshnet.v1.LinkSpec
-	(*LinkWiring)(nil),            // 17: meshnet.v1.LinkWiring
-	(*RouteSet)(nil),              // 18: meshnet.v1.RouteSet
-	(*ApplyPodResponse)(nil),      // 19: meshnet.v1.ApplyPodResponse
-	(*PodRef)(nil),                // 20: meshnet.v1.PodRef
-	(*LinkStatus)(nil),            // 21: meshnet.v1.LinkStatus
-	(*Route)(nil),                 // 22: meshnet.v1.Route
-	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
-	(LinkState)(0),                // 24: meshnet.v1.LinkState
-	(*NetemSpec)(nil),             // 25: meshnet.v1.NetemSpec
-	(LinkKind)(0),                 // 26: meshnet.v1.LinkKind
-	(*Peer)(nil),                  // 27: meshnet.v1.Peer
-	(*Vxlan)(nil),                 // 28: meshnet.v1.Vxlan
-	(*LinkResult)(nil),            // 29: meshnet.v1.LinkResult
+	(*CaptureLinkRequest)(nil),    // 1: meshnet.v1.CaptureLinkRequest
+	(*CaptureLinkResponse)(nil),   // 2: meshnet.v1.CaptureLinkResponse
+	(*WatchLinksRequest)(nil),     // 3: meshnet.v1.WatchLinksRequest
+	(*WatchLinksResponse)(nil),    // 4: meshnet.v1.WatchLinksResponse
+	(*SetLinkStateRequest)(nil),   // 5: meshnet.v1.SetLinkStateRequest
+	(*SetLinkStateResponse)(nil),  // 6: meshnet.v1.SetLinkStateResponse
+	(*SetNetemRequest)(nil),       // 7: meshnet.v1.SetNetemRequest
+	(*SetNetemResponse)(nil),      // 8: meshnet.v1.SetNetemResponse
+	(*ClearNetemRequest)(nil),     // 9: meshnet.v1.ClearNetemRequest
+	(*ClearNetemResponse)(nil),    // 10: meshnet.v1.ClearNetemResponse
+	(*SetRoutesRequest)(nil),      // 11: meshnet.v1.SetRoutesRequest
+	(*SetRoutesResponse)(nil),     // 12: meshnet.v1.SetRoutesResponse
+	(*GetLinkRequest)(nil),        // 13: meshnet.v1.GetLinkRequest
+	(*GetLinkResponse)(nil),       // 14: meshnet.v1.GetLinkResponse
+	(*ListLinksRequest)(nil),      // 15: meshnet.v1.ListLinksRequest
+	(*ListLinksResponse)(nil),     // 16: meshnet.v1.ListLinksResponse
+	(*ApplyPodRequest)(nil),       // 17: meshnet.v1.ApplyPodRequest
+	(*LinkSpec)(nil),              // 18: meshnet.v1.LinkSpec
+	(*LinkWiring)(nil),            // 19: meshnet.v1.LinkWiring
+	(*RouteSet)(nil),              // 20: meshnet.v1.RouteSet
+	(*ApplyPodResponse)(nil),      // 21: meshnet.v1.ApplyPodResponse
+	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
+	(*PodRef)(nil),                // 23: meshnet.v1.PodRef
+	(*LinkStatus)(nil),            // 24: meshnet.v1.LinkStatus
+	(*Route)(nil),                 // 25: meshnet.v1.Route
+	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
+	(LinkState)(0),                // 27: meshnet.v1.LinkState
+	(*NetemSpec)(nil),             // 28: meshnet.v1.NetemSpec
+	(LinkKind)(0),                 // 29: meshnet.v1.LinkKind
+	(*Peer)(nil),                  // 30: meshnet.v1.Peer
+	(*Vxlan)(nil),                 // 31: meshnet.v1.Vxlan
+	(*LinkResult)(nil),            // 32: meshnet.v1.LinkResult
 }
 var file_meshnet_v1_link_proto_depIdxs = []int32{
-	0,  // 0: meshnet.v1.WatchLinksResponse.type:type_name -> meshnet.v1.LinkEventType
-	20, // 1: meshnet.v1.WatchLinksResponse.pod:type_name -> meshnet.v1.PodRef
-	21, // 2: meshnet.v1.WatchLinksResponse.link:type_name -> meshnet.v1.LinkStatus
-	22, // 3: meshnet.v1.WatchLinksResponse.routes:type_name -> meshnet.v1.Route
-	23, // 4: meshnet.v1.WatchLinksResponse.time:type_name -> google.protobuf.Timestamp
-	24, // 5: meshnet.v1.SetLinkStateRequest.state:type_name -> meshnet.v1.LinkState
-	21, // 6: meshnet.v1.SetLinkStateResponse.link:type_name -> meshnet.v1.LinkStatus
-	25, // 7: meshnet.v1.SetNetemRequest.netem:type_name -> meshnet.v1.NetemSpec
-	21, // 8: meshnet.v1.SetNetemResponse.link:type_name -> meshnet.v1.LinkStatus
-	21, // 9: meshnet.v1.ClearNetemResponse.link:type_name -> meshnet.v1.LinkStatus
-	22, // 10: meshnet.v1.SetRoutesRequest.routes:type_name -> meshnet.v1.Route
-	22, // 11: meshnet.v1.SetRoutesResponse.routes:type_name -> meshnet.v1.Route
-	21, // 12: meshnet.v1.GetLinkResponse.link:type_name -> meshnet.v1.LinkStatus
-	21, // 13: meshnet.v1.ListLinksResponse.links:type_name -> meshnet.v1.LinkStatus
-	16, // 14: meshnet.v1.ApplyPodRequest.links:type_name -> meshnet.v1.LinkSpec
-	18, // 15: meshnet.v1.ApplyPodRequest.routes:type_name -> meshnet.v1.RouteSet
-	17, // 16: meshnet.v1.LinkSpec.wiring:type_name -> meshnet.v1.LinkWiring
-	24, // 17: meshnet.v1.LinkSpec.state:type_name -> meshnet.v1.LinkState
-	25, // 18: meshnet.v1.LinkSpec.netem:type_name -> meshnet.v1.NetemSpec
-	26, // 19: meshnet.v1.LinkWiring.kind:type_name -> meshnet.v1.LinkKind
-	27, // 20: meshnet.v1.LinkWiring.peer:type_name -> meshnet.v1.Peer
-	28, // 21: meshnet.v1.LinkWiring.vxlan:type_name -> meshnet.v1.Vxlan
-	22, // 22: meshnet.v1.RouteSet.routes:type_name -> meshnet.v1.Route
-	29, // 23: meshnet.v1.ApplyPodResponse.results:type_name -> meshnet.v1.LinkResult
-	21, // 24: meshnet.v1.ApplyPodResponse.links:type_name -> meshnet.v1.LinkStatus
-	22, // 25: meshnet.v1.ApplyPodResponse.routes:type_name -> meshnet.v1.Route
-	3,  // 26: meshnet.v1.LinkService.SetLinkState:input_type -> meshnet.v1.SetLinkStateRequest
-	5,  // 27: meshnet.v1.LinkService.SetNetem:input_type -> meshnet.v1.SetNetemRequest
-	7,  // 28: meshnet.v1.LinkService.ClearNetem:input_type -> meshnet.v1.ClearNetemRequest
-	9,  // 29: meshnet.v1.LinkService.SetRoutes:input_type -> meshnet.v1.SetRoutesRequest
-	11, // 30: meshnet.v1.LinkService.GetLink:input_type -> meshnet.v1.GetLinkRequest
-	13, // 31: meshnet.v1.LinkService.ListLinks:input_type -> meshnet.v1.ListLinksRequest
-	15, // 32: meshnet.v1.LinkService.ApplyPod:input_type -> meshnet.v1.ApplyPodRequest
-	1,  // 33: meshnet.v1.LinkService.WatchLinks:input_type -> meshnet.v1.WatchLinksRequest
-	4,  // 34: meshnet.v1.LinkService.SetLinkState:output_type -> meshnet.v1.SetLinkStateResponse
-	6,  // 35: meshnet.v1.LinkService.SetNetem:output_type -> meshnet.v1.SetNetemResponse
-	8,  // 36: meshnet.v1.LinkService.ClearNetem:output_type -> meshnet.v1.ClearNetemResponse
-	10, // 37: meshnet.v1.LinkService.SetRoutes:output_type -> meshnet.v1.SetRoutesResponse
-	12, // 38: meshnet.v1.LinkService.GetLink:output_type -> meshnet.v1.GetLinkResponse
-	14, // 39: meshnet.v1.LinkService.ListLinks:output_type -> meshnet.v1.ListLinksResponse
-	19, // 40: meshnet.v1.LinkService.ApplyPod:output_type -> meshnet.v1.ApplyPodResponse
-	2,  // 41: meshnet.v1.LinkService.WatchLinks:output_type -> meshnet.v1.WatchLinksResponse
-	34, // [34:42] is the sub-list for method output_type
-	26, // [26:34] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	22, // 0: meshnet.v1.CaptureLinkRequest.duration:type_name -> google.protobuf.Duration
+	0,  // 1: meshnet.v1.WatchLinksResponse.type:type_name -> meshnet.v1.LinkEventType
+	23, // 2: meshnet.v1.WatchLinksResponse.pod:type_name -> meshnet.v1.PodRef
+	24, // 3: meshnet.v1.WatchLinksResponse.link:type_name -> meshnet.v1.LinkStatus
+	25, // 4: meshnet.v1.WatchLinksResponse.routes:type_name -> meshnet.v1.Route
+	26, // 5: meshnet.v1.WatchLinksResponse.time:type_name -> google.protobuf.Timestamp
+	27, // 6: meshnet.v1.SetLinkStateRequest.state:type_name -> meshnet.v1.LinkState
+	24, // 7: meshnet.v1.SetLinkStateResponse.link:type_name -> meshnet.v1.LinkStatus
+	28, // 8: meshnet.v1.SetNetemRequest.netem:type_name -> meshnet.v1.NetemSpec
+	24, // 9: meshnet.v1.SetNetemResponse.link:type_name -> meshnet.v1.LinkStatus
+	24, // 10: meshnet.v1.ClearNetemResponse.link:type_name -> meshnet.v1.LinkStatus
+	25, // 11: meshnet.v1.SetRoutesRequest.routes:type_name -> meshnet.v1.Route
+	25, // 12: meshnet.v1.SetRoutesResponse.routes:type_name -> meshnet.v1.Route
+	24, // 13: meshnet.v1.GetLinkResponse.link:type_name -> meshnet.v1.LinkStatus
+	24, // 14: meshnet.v1.ListLinksResponse.links:type_name -> meshnet.v1.LinkStatus
+	18, // 15: meshnet.v1.ApplyPodRequest.links:type_name -> meshnet.v1.LinkSpec
+	20, // 16: meshnet.v1.ApplyPodRequest.routes:type_name -> meshnet.v1.RouteSet
+	19, // 17: meshnet.v1.LinkSpec.wiring:type_name -> meshnet.v1.LinkWiring
+	27, // 18: meshnet.v1.LinkSpec.state:type_name -> meshnet.v1.LinkState
+	28, // 19: meshnet.v1.LinkSpec.netem:type_name -> meshnet.v1.NetemSpec
+	29, // 20: meshnet.v1.LinkWiring.kind:type_name -> meshnet.v1.LinkKind
+	30, // 21: meshnet.v1.LinkWiring.peer:type_name -> meshnet.v1.Peer
+	31, // 22: meshnet.v1.LinkWiring.vxlan:type_name -> meshnet.v1.Vxlan
+	25, // 23: meshnet.v1.RouteSet.routes:type_name -> meshnet.v1.Route
+	32, // 24: meshnet.v1.ApplyPodResponse.results:type_name -> meshnet.v1.LinkResult
+	24, // 25: meshnet.v1.ApplyPodResponse.links:type_name -> meshnet.v1.LinkStatus
+	25, // 26: meshnet.v1.ApplyPodResponse.routes:type_name -> meshnet.v1.Route
+	5,  // 27: meshnet.v1.LinkService.SetLinkState:input_type -> meshnet.v1.SetLinkStateRequest
+	7,  // 28: meshnet.v1.LinkService.SetNetem:input_type -> meshnet.v1.SetNetemRequest
+	9,  // 29: meshnet.v1.LinkService.ClearNetem:input_type -> meshnet.v1.ClearNetemRequest
+	11, // 30: meshnet.v1.LinkService.SetRoutes:input_type -> meshnet.v1.SetRoutesRequest
+	13, // 31: meshnet.v1.LinkService.GetLink:input_type -> meshnet.v1.GetLinkRequest
+	15, // 32: meshnet.v1.LinkService.ListLinks:input_type -> meshnet.v1.ListLinksRequest
+	17, // 33: meshnet.v1.LinkService.ApplyPod:input_type -> meshnet.v1.ApplyPodRequest
+	3,  // 34: meshnet.v1.LinkService.WatchLinks:input_type -> meshnet.v1.WatchLinksRequest
+	1,  // 35: meshnet.v1.LinkService.CaptureLink:input_type -> meshnet.v1.CaptureLinkRequest
+	6,  // 36: meshnet.v1.LinkService.SetLinkState:output_type -> meshnet.v1.SetLinkStateResponse
+	8,  // 37: meshnet.v1.LinkService.SetNetem:output_type -> meshnet.v1.SetNetemResponse
+	10, // 38: meshnet.v1.LinkService.ClearNetem:output_type -> meshnet.v1.ClearNetemResponse
+	12, // 39: meshnet.v1.LinkService.SetRoutes:output_type -> meshnet.v1.SetRoutesResponse
+	14, // 40: meshnet.v1.LinkService.GetLink:output_type -> meshnet.v1.GetLinkResponse
+	16, // 41: meshnet.v1.LinkService.ListLinks:output_type -> meshnet.v1.ListLinksResponse
+	21, // 42: meshnet.v1.LinkService.ApplyPod:output_type -> meshnet.v1.ApplyPodResponse
+	4,  // 43: meshnet.v1.LinkService.WatchLinks:output_type -> meshnet.v1.WatchLinksResponse
+	2,  // 44: meshnet.v1.LinkService.CaptureLink:output_type -> meshnet.v1.CaptureLinkResponse
+	36, // [36:45] is the sub-list for method output_type
+	27, // [27:36] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_meshnet_v1_link_proto_init() }
@@ -1530,14 +1695,14 @@ func file_meshnet_v1_link_proto_init() {
 		return
 	}
 	file_meshnet_v1_types_proto_init()
-	file_meshnet_v1_link_proto_msgTypes[15].OneofWrappers = []any{}
+	file_meshnet_v1_link_proto_msgTypes[17].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshnet_v1_link_proto_rawDesc), len(file_meshnet_v1_link_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,7 @@ const (
 	LinkService_ListLinks_FullMethodName    = "/meshnet.v1.LinkService/ListLinks"
 	LinkService_ApplyPod_FullMethodName     = "/meshnet.v1.LinkService/ApplyPod"
 	LinkService_WatchLinks_FullMethodName   = "/meshnet.v1.LinkService/WatchLinks"
+	LinkService_CaptureLink_FullMethodName  = "/meshnet.v1.LinkService/CaptureLink"
 )
 
 // LinkServiceClient is the client API for LinkService service.
@@ -85,6 +86,15 @@ type LinkServiceClient interface {
 	// client that falls too far behind is ended with RESOURCE_EXHAUSTED and
 	// watches again. Over REST each event is one JSON line.
 	WatchLinks(ctx context.Context, in *WatchLinksRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchLinksResponse], error)
+	// CaptureLink streams a link's traffic as pcapng, the format Wireshark
+	// and tshark read live, from an AF_PACKET socket in the pod's network
+	// namespace: the link is not changed (no qdisc, no mirror, no moment
+	// down). Both directions are captured. It ends after max_packets packets
+	// or after duration, whichever comes first, or when the client goes. It
+	// needs the right to change the link: patch on the pod's Topology. Over
+	// REST (GET /v1/namespaces/{namespace}/pods/{pod}/links/{interface}/capture?max_packets=N&duration=5s)
+	// the body is the pcapng stream itself, application/x-pcapng.
+	CaptureLink(ctx context.Context, in *CaptureLinkRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CaptureLinkResponse], error)
 }
 
 type linkServiceClient struct {
@@ -184,6 +194,25 @@ func (c *linkServiceClient) WatchLinks(ctx context.Context, in *WatchLinksReques
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type LinkService_WatchLinksClient = grpc.ServerStreamingClient[WatchLinksResponse]
 
+func (c *linkServiceClient) CaptureLink(ctx context.Context, in *CaptureLinkRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CaptureLinkResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &LinkService_ServiceDesc.Streams[1], LinkService_CaptureLink_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[CaptureLinkRequest, CaptureLinkResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LinkService_CaptureLinkClient = grpc.ServerStreamingClient[CaptureLinkResponse]
+
 // LinkServiceServer is the server API for LinkService service.
 // All implementations must embed UnimplementedLinkServiceServer
 // for forward compatibility.
@@ -240,6 +269,15 @@ type LinkServiceServer interface {
 	// client that falls too far behind is ended with RESOURCE_EXHAUSTED and
 	// watches again. Over REST each event is one JSON line.
 	WatchLinks(*WatchLinksRequest, grpc.ServerStreamingServer[WatchLinksResponse]) error
+	// CaptureLink streams a link's traffic as pcapng, the format Wireshark
+	// and tshark read live, from an AF_PACKET socket in the pod's network
+	// namespace: the link is not changed (no qdisc, no mirror, no moment
+	// down). Both directions are captured. It ends after max_packets packets
+	// or after duration, whichever comes first, or when the client goes. It
+	// needs the right to change the link: patch on the pod's Topology. Over
+	// REST (GET /v1/namespaces/{namespace}/pods/{pod}/links/{interface}/capture?max_packets=N&duration=5s)
+	// the body is the pcapng stream itself, application/x-pcapng.
+	CaptureLink(*CaptureLinkRequest, grpc.ServerStreamingServer[CaptureLinkResponse]) error
 	mustEmbedUnimplementedLinkServiceServer()
 }
 
@@ -273,6 +311,9 @@ func (UnimplementedLinkServiceServer) ApplyPod(context.Context, *ApplyPodRequest
 }
 func (UnimplementedLinkServiceServer) WatchLinks(*WatchLinksRequest, grpc.ServerStreamingServer[WatchLinksResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchLinks not implemented")
+}
+func (UnimplementedLinkServiceServer) CaptureLink(*CaptureLinkRequest, grpc.ServerStreamingServer[CaptureLinkResponse]) error {
+	return status.Error(codes.Unimplemented, "method CaptureLink not implemented")
 }
 func (UnimplementedLinkServiceServer) mustEmbedUnimplementedLinkServiceServer() {}
 func (UnimplementedLinkServiceServer) testEmbeddedByValue()                     {}
@@ -432,6 +473,17 @@ func _LinkService_WatchLinks_Handler(srv interface{}, stream grpc.ServerStream) 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type LinkService_WatchLinksServer = grpc.ServerStreamingServer[WatchLinksResponse]
 
+func _LinkService_CaptureLink_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(CaptureLinkRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(LinkServiceServer).CaptureLink(m, &grpc.GenericServerStream[CaptureLinkRequest, CaptureLinkResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LinkService_CaptureLinkServer = grpc.ServerStreamingServer[CaptureLinkResponse]
+
 // LinkService_ServiceDesc is the grpc.ServiceDesc for LinkService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -472,6 +524,11 @@ var LinkService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "WatchLinks",
 			Handler:       _LinkService_WatchLinks_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "CaptureLink",
+			Handler:       _LinkService_CaptureLink_Handler,
 			ServerStreams: true,
 		},
 	},

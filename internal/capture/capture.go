@@ -1,0 +1,176 @@
+// Package capture records a link's traffic as a pcapng stream, the format
+// Wireshark and tshark read live. It reads from an AF_PACKET socket opened
+// in the pod's network namespace and bound to the link's interface, so the
+// link itself is not touched: no qdisc, no mirror, no moment down.
+//
+// It has no capture filter: the pure-Go compilers of tcpdump's filter
+// syntax at hand compile wrong programs (packetcap/go-pcap's "icmp"
+// accepts ARP and UDP), and libpcap's needs cgo. Readers filter on their
+// side (tshark -Y, Wireshark's display filter).
+package capture
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+	"golang.org/x/sys/unix"
+)
+
+// Options bound a capture.
+type Options struct {
+	// Count stops the capture after this many packets; 0 for no limit.
+	Count int
+	// Duration stops the capture after this long; 0 for no limit.
+	Duration time.Duration
+}
+
+// Stats is what a capture saw.
+type Stats struct {
+	// Packets were written to the stream.
+	Packets int
+	// Dropped is what the kernel dropped because the reader fell behind
+	// (the socket's buffer was full): packets the stream lacks.
+	Dropped uint64
+}
+
+// Run captures dev's traffic in the network namespace at netnsPath into w
+// as pcapng until ctx ends or opts' limits are reached, and returns what it
+// saw. A reader that stops reading (w's Write fails) ends it.
+func Run(ctx context.Context, netnsPath, dev string, opts Options, w io.Writer) (Stats, error) {
+	var st Stats
+	var h *pcapgo.EthernetHandle
+	// The socket belongs to the namespace it is made in; it is made there
+	// and used from here.
+	err := ns.WithNetNSPath(netnsPath, func(ns.NetNS) error {
+		var err error
+		h, err = pcapgo.NewEthernetHandle(dev)
+		return err
+	})
+	if err != nil {
+		return st, fmt.Errorf("capture on %s: %w", dev, err)
+	}
+	defer h.Close()
+	ngw, err := pcapgo.NewNgWriterInterface(w, pcapgo.NgInterface{
+		Name: dev, LinkType: layers.LinkTypeEthernet, SnapLength: 0,
+		OS: "Linux", TimestampResolution: 9, // nanoseconds
+	}, pcapgo.NgWriterOptions{SectionInfo: pcapgo.NgSectionInfo{Application: "meshnetd"}})
+	if err != nil {
+		return st, err
+	}
+	if err := ngw.Flush(); err != nil { // the header at once: a reader knows the stream began
+		return st, err
+	}
+
+	if opts.Duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, opts.Duration)
+		defer cancel()
+	}
+	// Closing the socket ends a read that waits; its counters are read
+	// first.
+	var final *unix.TpacketStats
+	stopped := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(stopped)
+		final, _ = h.Stats()
+		h.Close()
+	})
+	// Packets are flushed to w at most FlushInterval after they came: a
+	// flush (a write, a message to a client) per packet would cap the
+	// capture at a few thousand packets a second.
+	f := &flusher{w: ngw}
+	tick := time.NewTicker(FlushInterval)
+	defer tick.Stop()
+	quit := make(chan struct{})
+	defer close(quit)
+	go func() {
+		for {
+			select {
+			case <-tick.C:
+				if err := f.flush(); err != nil {
+					h.Close() // the reader is gone: end the capture
+					return
+				}
+			case <-quit:
+				return
+			}
+		}
+	}()
+	for opts.Count == 0 || st.Packets < opts.Count {
+		data, ci, err := h.ZeroCopyReadPacketData()
+		if err != nil {
+			if ferr := f.failed(); ferr != nil {
+				return st, ferr
+			}
+			if ctx.Err() != nil {
+				break
+			}
+			return st, fmt.Errorf("capture on %s: %w", dev, err)
+		}
+		ci.InterfaceIndex = 0
+		if err := f.write(ci, data); err != nil {
+			return st, err
+		}
+		st.Packets++
+	}
+	if stop() {
+		final, _ = h.Stats()
+	} else {
+		<-stopped
+	}
+	if final != nil {
+		st.Dropped = uint64(final.Drops)
+		f.mu.Lock()
+		f.dirty = true
+		_ = ngw.WriteInterfaceStats(0, pcapgo.NgInterfaceStatistics{
+			LastUpdate: time.Now(), PacketsReceived: uint64(final.Packets), PacketsDropped: uint64(final.Drops),
+		})
+		f.mu.Unlock()
+	}
+	return st, f.flush()
+}
+
+// FlushInterval is how long a captured packet may wait to be sent on.
+const FlushInterval = 20 * time.Millisecond
+
+// flusher is the pcapng writer shared by the reading loop and the ticker
+// that flushes it.
+type flusher struct {
+	mu    sync.Mutex
+	w     *pcapgo.NgWriter
+	dirty bool
+	err   error
+}
+
+func (f *flusher) write(ci gopacket.CaptureInfo, data []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return f.err
+	}
+	f.dirty = true
+	return f.w.WritePacket(ci, data)
+}
+
+func (f *flusher) flush() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.dirty && f.err == nil {
+		f.err = f.w.Flush()
+		f.dirty = false
+	}
+	return f.err
+}
+
+func (f *flusher) failed() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}

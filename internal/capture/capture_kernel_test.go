@@ -1,0 +1,287 @@
+//go:build kernel
+
+package capture_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshnet/meshnet/internal/capture"
+	"github.com/meshnet/meshnet/internal/links/netnstest"
+)
+
+// pair is two namespaces joined by a veth, eth1 at 10.0.0.1/30 and
+// 10.0.0.2/30.
+func pair(t *testing.T) (a, b string) {
+	t.Helper()
+	a, b = netnstest.New(t), netnstest.New(t)
+	for _, c := range []struct {
+		ns   string
+		args []string
+	}{
+		{a, []string{"link", "add", "eth1", "type", "veth", "peer", "name", "eth1", "netns", b}},
+		{a, []string{"addr", "add", "10.0.0.1/30", "dev", "eth1"}},
+		{b, []string{"addr", "add", "10.0.0.2/30", "dev", "eth1"}},
+		{a, []string{"link", "set", "eth1", "up"}},
+		{b, []string{"link", "set", "eth1", "up"}},
+	} {
+		if out, err := netnstest.Run(c.ns, "ip", c.args...); err != nil {
+			t.Fatalf("ip %v: %v\n%s", c.args, err, out)
+		}
+	}
+	return a, b
+}
+
+// linkState is what a capture must not change: the link's flags and
+// qdiscs as ip and tc print them.
+func linkState(t *testing.T, ns string) string {
+	t.Helper()
+	link, err := netnstest.Run(ns, "ip", "-d", "link", "show", "eth1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	qdisc, err := netnstest.Run(ns, "tc", "qdisc", "show", "dev", "eth1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return link + qdisc
+}
+
+// tshark decodes a capture file with Debian's tshark, one line a packet.
+func tshark(t *testing.T, file string, fields ...string) []string {
+	t.Helper()
+	args := []string{"-r", file, "-T", "fields"}
+	for _, f := range fields {
+		args = append(args, "-e", f)
+	}
+	out, err := exec.Command("tshark", args...).Output()
+	if err != nil {
+		t.Fatalf("tshark %v: %v\n%s (hack/deps.sh installs tshark)", args, err, out)
+	}
+	return strings.Split(strings.TrimSpace(string(out)), "\n")
+}
+
+// TestKernelCaptureDecodesPing captures a ping over a veth; tshark reads
+// the stream, and the link is as it was. A packet limit ends a capture.
+func TestKernelCaptureDecodesPing(t *testing.T) {
+	a, _ := pair(t)
+	before := linkState(t, a)
+	file := filepath.Join(t.TempDir(), "eth1.pcapng")
+	w, err := os.Create(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	var st capture.Stats
+	go func() {
+		var err error
+		st, err = capture.Run(ctx, a, "eth1", capture.Options{}, w)
+		done <- err
+	}()
+	waitHeader(t, w)
+	if out, err := netnstest.Run(a, "ping", "-c", "3", "-i", "0.2", "10.0.0.2"); err != nil {
+		t.Fatalf("ping: %v\n%s", err, out)
+	}
+	time.Sleep(100 * time.Millisecond) // the last reply's way to the reader
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	var icmp []string
+	for _, l := range tshark(t, file, "icmp.type", "ip.src", "ip.dst") {
+		if !strings.HasPrefix(l, "\t") { // ARP and IPv6 neighbour discovery decode to no ICMP type
+			icmp = append(icmp, l)
+		}
+	}
+	req, rep := "8\t10.0.0.1\t10.0.0.2", "0\t10.0.0.2\t10.0.0.1"
+	if want := []string{req, rep, req, rep, req, rep}; strings.Join(icmp, "\n") != strings.Join(want, "\n") {
+		t.Errorf("tshark decodes the ICMP packets %q, want 3 echo requests and replies %q", icmp, want)
+	}
+	if st.Packets < 6 || st.Dropped != 0 {
+		t.Errorf("stats %+v, want the 6 ICMP packets at least, none dropped", st)
+	}
+	if after := linkState(t, a); after != before {
+		t.Errorf("the capture changed the link:\nbefore %s\nafter %s", before, after)
+	}
+
+	// A limit of 2 packets: the ping's first request and reply (ARP is
+	// resolved already).
+	var limited strings.Builder
+	go func() {
+		var err error
+		st, err = capture.Run(context.Background(), a, "eth1", capture.Options{Count: 2}, &limited)
+		done <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if out, err := netnstest.Run(a, "ping", "-c", "3", "-i", "0.2", "10.0.0.2"); err != nil {
+		t.Fatalf("ping: %v\n%s", err, out)
+	}
+	select {
+	case err := <-done:
+		if err != nil || st.Packets != 2 {
+			t.Errorf("capture of 2 packets: %d, %v", st.Packets, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the capture did not stop at 2 packets")
+	}
+}
+
+// waitHeader waits for the stream's header: the socket is open, and
+// traffic from then on is in the capture.
+func waitHeader(t *testing.T, f *os.File) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no pcapng header after 5s")
+		}
+	}
+}
+
+// TestKernelCaptureStopsAfterDuration: a capture without traffic ends at its
+// duration, or when its context ends, with a stream tshark reads.
+func TestKernelCaptureStopsAfterDuration(t *testing.T) {
+	a, _ := pair(t)
+	for _, tc := range []struct {
+		name string
+		opts capture.Options
+		ctx  time.Duration
+	}{
+		{"duration", capture.Options{Duration: 300 * time.Millisecond}, time.Minute},
+		{"context", capture.Options{}, 300 * time.Millisecond},
+	} {
+		file := filepath.Join(t.TempDir(), "eth1.pcapng")
+		w, err := os.Create(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), tc.ctx)
+		start := time.Now()
+		st, err := capture.Run(ctx, a, "eth1", tc.opts, w)
+		cancel()
+		w.Close()
+		if took := time.Since(start); err != nil || took > 5*time.Second {
+			t.Errorf("%s: %v after %v, want an end after 300ms", tc.name, err, took)
+		}
+		if got := tshark(t, file, "frame.number"); st.Packets != len(got)-boolInt(got[0] == "") {
+			t.Errorf("%s: %d packets counted, tshark reads %q", tc.name, st.Packets, got)
+		}
+	}
+	if _, err := capture.Run(context.Background(), a, "eth9", capture.Options{}, os.Stdout); err == nil || !strings.Contains(err.Error(), "eth9") {
+		t.Errorf("capture on a missing interface: %v, want an error naming eth9", err)
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// BenchmarkKernelCaptureVXLAN captures a VXLAN link while iperf3 sends TCP
+// over it as fast as it can for 2 s, the capture read through a pipe as a
+// client reads it, and reports the packets per second the capture
+// delivered, those the kernel dropped because the reader fell behind, and
+// iperf3's own rate beside it.
+func BenchmarkKernelCaptureVXLAN(b *testing.B) {
+	if _, err := exec.LookPath("iperf3"); err != nil {
+		b.Fatalf("the capture benchmark needs iperf3 (apt-get install iperf3): %v", err)
+	}
+	x, y := netnstest.New(b), netnstest.New(b)
+	for _, c := range []struct {
+		ns   string
+		args []string
+	}{
+		{x, []string{"link", "add", "ul", "type", "veth", "peer", "name", "ul", "netns", y}},
+		{x, []string{"addr", "add", "192.168.77.1/30", "dev", "ul"}},
+		{y, []string{"addr", "add", "192.168.77.2/30", "dev", "ul"}},
+		{x, []string{"link", "set", "ul", "up"}},
+		{y, []string{"link", "set", "ul", "up"}},
+		{x, []string{"link", "add", "eth1", "type", "vxlan", "id", "42", "local", "192.168.77.1", "remote", "192.168.77.2", "dstport", "4789", "dev", "ul"}},
+		{y, []string{"link", "add", "eth1", "type", "vxlan", "id", "42", "local", "192.168.77.2", "remote", "192.168.77.1", "dstport", "4789", "dev", "ul"}},
+		{x, []string{"addr", "add", "10.9.0.1/30", "dev", "eth1"}},
+		{y, []string{"addr", "add", "10.9.0.2/30", "dev", "eth1"}},
+		{x, []string{"link", "set", "eth1", "up"}},
+		{y, []string{"link", "set", "eth1", "up"}},
+	} {
+		if out, err := netnstest.Run(c.ns, "ip", c.args...); err != nil {
+			b.Fatalf("ip %v: %v\n%s", c.args, err, out)
+		}
+	}
+	server := exec.Command("nsenter", "--net="+y, "--", "iperf3", "-s")
+	if err := server.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = server.Process.Kill(); _ = server.Wait() })
+	time.Sleep(300 * time.Millisecond)
+	var pps, drops, mbps []float64
+	for b.Loop() {
+		r, w, err := os.Pipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		read := make(chan int64, 1)
+		go func() {
+			n, _ := io.Copy(io.Discard, r)
+			read <- n
+		}()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan capture.Stats, 1)
+		go func() {
+			st, err := capture.Run(ctx, x, "eth1", capture.Options{}, w)
+			if err != nil {
+				b.Error(err)
+			}
+			w.Close()
+			done <- st
+		}()
+		time.Sleep(200 * time.Millisecond)
+		start := time.Now()
+		out, err := netnstest.Run(x, "iperf3", "-c", "10.9.0.2", "-t", "2", "-J")
+		took := time.Since(start)
+		cancel()
+		st := <-done
+		<-read
+		r.Close()
+		if err != nil {
+			b.Fatalf("iperf3: %v\n%s", err, out)
+		}
+		var res struct {
+			End struct {
+				SumReceived struct {
+					BitsPerSecond float64 `json:"bits_per_second"`
+				} `json:"sum_received"`
+			} `json:"end"`
+		}
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			b.Fatalf("iperf3 -J: %v", err)
+		}
+		pps = append(pps, float64(st.Packets)/took.Seconds())
+		drops = append(drops, float64(st.Dropped))
+		mbps = append(mbps, res.End.SumReceived.BitsPerSecond/1e6)
+	}
+	b.ReportMetric(median(pps), "captured-pkts/s")
+	b.ReportMetric(median(drops), "dropped-pkts")
+	b.ReportMetric(median(mbps), "iperf3-Mbit/s")
+	b.ReportMetric(0, "ns/op")
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}

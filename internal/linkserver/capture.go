@@ -1,0 +1,64 @@
+package linkserver
+
+import (
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/internal/capture"
+)
+
+// MaxCaptureDuration bounds CaptureLink's duration.
+const MaxCaptureDuration = 24 * time.Hour
+
+// CaptureLink implements meshnetv1.LinkServiceServer.
+func (s *Server) CaptureLink(req *meshnetv1.CaptureLinkRequest, stream grpc.ServerStreamingServer[meshnetv1.CaptureLinkResponse]) error {
+	var v violations
+	v.namespace(req.GetNamespace())
+	v.pod("pod", req.GetPod())
+	v.ifname("interface", req.GetInterface())
+	var d time.Duration
+	if req.Duration != nil {
+		if err := req.GetDuration().CheckValid(); err != nil {
+			v.add("duration", "%v", err)
+		} else if d = req.GetDuration().AsDuration(); d <= 0 || d > MaxCaptureDuration {
+			v.add("duration", "%v is not between 0s and %v; leave it out for no limit", d, MaxCaptureDuration)
+		}
+	}
+	if err := v.err(); err != nil {
+		return err
+	}
+	p, l, err := s.lookupLink(req.GetNamespace(), req.GetPod(), req.GetInterface())
+	if err != nil {
+		return err
+	}
+	log := s.log.With("pod", p.Key().String(), "link", l.LocalIntf, "node", s.node)
+	log.Info("capture started", "max_packets", req.GetMaxPackets(), "duration", d)
+	st, err := capture.Run(stream.Context(), p.Netns, l.LocalIntf,
+		capture.Options{Count: int(req.GetMaxPackets()), Duration: d}, streamWriter{stream})
+	log.Info("capture ended", "packets", st.Packets, "dropped", st.Dropped, "error", err)
+	if err != nil {
+		if stream.Context().Err() != nil {
+			return status.FromContextError(stream.Context().Err()).Err()
+		}
+		return status.Errorf(codes.Internal, "capture %s on %s: %v", p.Key(), l.LocalIntf, err)
+	}
+	return stream.Send(&meshnetv1.CaptureLinkResponse{Packets: uint64(st.Packets), Dropped: st.Dropped})
+}
+
+// streamWriter sends what is written as the next pieces of a capture.
+type streamWriter struct {
+	stream grpc.ServerStreamingServer[meshnetv1.CaptureLinkResponse]
+}
+
+func (w streamWriter) Write(p []byte) (int, error) {
+	// Stats handlers may read a sent message later, and the writer reuses
+	// p: a copy.
+	if err := w.stream.Send(&meshnetv1.CaptureLinkResponse{Data: append([]byte(nil), p...)}); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
