@@ -23,6 +23,7 @@ kbench '^BenchmarkKernelBatch1000Links$' 4x -timeout 30m ./internal/controller
 kbench '^BenchmarkKernelEditLinks$' 4x -timeout 60m ./internal/controller
 kbench '^BenchmarkKernel(ListLinks|Scrape)1000' 1s -p 1 ./internal/linkserver ./internal/metrics
 kbench '^BenchmarkKernelReadStateWideNetns$' 200x ./internal/links
+kbench '^BenchmarkKernelCaptureVXLAN$' 3x ./internal/capture
 echo "=== vm benchmarks"
 go tool -modfile=tools/go.mod gotestsum --format standard-verbose --raw-command -- \
 	go run ./hack/vmtest -tags vm ./... -test.run='^$' -test.bench=BenchmarkVM -test.benchmem

@@ -21,6 +21,7 @@ packages=(
 	prometheus     # real PromQL checks of examples/grafana's dashboard (binary only, no service)
 	chromium       # the topology page's test in a real browser (headless; internal/labctl)
 	tshark         # decodes link captures in kernel-tier tests (internal/capture, internal/gateway)
+	iperf3         # load for the capture benchmark (make bench)
 	# node tier and make lab: real nodes (internal/kubecluster)
 	containerd # each node's container runtime (1.6, CRI v1), with containerd-shim-runc-v2
 	runc       # its OCI runtime

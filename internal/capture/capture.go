@@ -20,6 +20,7 @@ import (
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
+	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,6 +30,10 @@ type Options struct {
 	Count int
 	// Duration stops the capture after this long; 0 for no limit.
 	Duration time.Duration
+	// SnapLength keeps this many bytes of each packet, as tcpdump's -s;
+	// 0 keeps them whole. The kernel cuts them, so that its buffer holds
+	// more packets and fewer are dropped at high rates.
+	SnapLength int
 }
 
 // Stats is what a capture saw.
@@ -57,8 +62,22 @@ func Run(ctx context.Context, netnsPath, dev string, opts Options, w io.Writer) 
 		return st, fmt.Errorf("capture on %s: %w", dev, err)
 	}
 	defer h.Close()
+	if opts.SnapLength > 0 {
+		// A program that takes every packet, its first SnapLength bytes:
+		// libpcap's own for a snap length without a filter.
+		prog, err := bpf.Assemble([]bpf.Instruction{bpf.RetConstant{Val: uint32(opts.SnapLength)}})
+		if err != nil {
+			return st, err
+		}
+		if err := h.SetBPF(prog); err != nil {
+			return st, fmt.Errorf("capture on %s: snap length: %w", dev, err)
+		}
+		if err := h.SetCaptureLength(opts.SnapLength); err != nil {
+			return st, err
+		}
+	}
 	ngw, err := pcapgo.NewNgWriterInterface(w, pcapgo.NgInterface{
-		Name: dev, LinkType: layers.LinkTypeEthernet, SnapLength: 0,
+		Name: dev, LinkType: layers.LinkTypeEthernet, SnapLength: uint32(max(opts.SnapLength, 0)),
 		OS: "Linux", TimestampResolution: 9, // nanoseconds
 	}, pcapgo.NgWriterOptions{SectionInfo: pcapgo.NgSectionInfo{Application: "meshnetd"}})
 	if err != nil {

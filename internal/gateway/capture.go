@@ -25,7 +25,7 @@ import (
 const CapturePath = "/v1/namespaces/{namespace}/pods/{pod}/links/{interface}/capture"
 
 // captureQuery are CapturePath's query parameters.
-var captureQuery = []string{"max_packets", "duration"}
+var captureQuery = []string{"max_packets", "duration", "snap_length"}
 
 func captureHandler(c meshnetv1.LinkServiceClient) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -91,6 +91,13 @@ func captureParams(r *http.Request, req *meshnetv1.CaptureLinkRequest) error {
 			return fmt.Errorf("max_packets: %q is not a whole number of packets", s)
 		}
 		req.MaxPackets = uint32(n)
+	}
+	if s := q.Get("snap_length"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 32)
+		if err != nil {
+			return fmt.Errorf("snap_length: %q is not a whole number of bytes", s)
+		}
+		req.SnapLength = uint32(n)
 	}
 	if s := q.Get("duration"); s != "" {
 		d, err := time.ParseDuration(s)

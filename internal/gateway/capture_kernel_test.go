@@ -86,6 +86,7 @@ func TestKernelCaptureOverREST(t *testing.T) {
 		{"long duration", tok.Editor, "?duration=48h", 400, "duration"},
 		{"bad count", tok.Editor, "?max_packets=-1", 400, "max_packets"},
 		{"unknown parameter", tok.Editor, "?count=5", 400, "count: unknown query parameter"},
+		{"tiny snap length", tok.Editor, "?snap_length=10", 400, "snap_length: 10 is less than 34 bytes"},
 	} {
 		args := []string{"-sS", "-w", "\n%{http_code}\n%{content_type}", url + tc.query}
 		if tc.token != "" {

@@ -11,8 +11,11 @@ import (
 	"github.com/meshnet/meshnet/internal/capture"
 )
 
-// MaxCaptureDuration bounds CaptureLink's duration.
-const MaxCaptureDuration = 24 * time.Hour
+// Bounds of CaptureLink's request.
+const (
+	MaxCaptureDuration = 24 * time.Hour
+	MinSnapLength      = 34
+)
 
 // CaptureLink implements meshnetv1.LinkServiceServer.
 func (s *Server) CaptureLink(req *meshnetv1.CaptureLinkRequest, stream grpc.ServerStreamingServer[meshnetv1.CaptureLinkResponse]) error {
@@ -28,6 +31,9 @@ func (s *Server) CaptureLink(req *meshnetv1.CaptureLinkRequest, stream grpc.Serv
 			v.add("duration", "%v is not between 0s and %v; leave it out for no limit", d, MaxCaptureDuration)
 		}
 	}
+	if n := req.GetSnapLength(); n > 0 && n < MinSnapLength {
+		v.add("snap_length", "%d is less than %d bytes, an Ethernet and an IPv4 header; 0 keeps packets whole", n, MinSnapLength)
+	}
 	if err := v.err(); err != nil {
 		return err
 	}
@@ -36,9 +42,9 @@ func (s *Server) CaptureLink(req *meshnetv1.CaptureLinkRequest, stream grpc.Serv
 		return err
 	}
 	log := s.log.With("pod", p.Key().String(), "link", l.LocalIntf, "node", s.node)
-	log.Info("capture started", "max_packets", req.GetMaxPackets(), "duration", d)
+	log.Info("capture started", "max_packets", req.GetMaxPackets(), "duration", d, "snap_length", req.GetSnapLength())
 	st, err := capture.Run(stream.Context(), p.Netns, l.LocalIntf,
-		capture.Options{Count: int(req.GetMaxPackets()), Duration: d}, streamWriter{stream})
+		capture.Options{Count: int(req.GetMaxPackets()), Duration: d, SnapLength: int(req.GetSnapLength())}, streamWriter{stream})
 	log.Info("capture ended", "packets", st.Packets, "dropped", st.Dropped, "error", err)
 	if err != nil {
 		if stream.Context().Err() != nil {

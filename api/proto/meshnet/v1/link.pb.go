@@ -99,7 +99,10 @@ type CaptureLinkRequest struct {
 	// Stop after this many packets; 0 for no limit.
 	MaxPackets uint32 `protobuf:"varint,4,opt,name=max_packets,json=maxPackets,proto3" json:"max_packets,omitempty"`
 	// Stop after this long; unset for no limit. At most 24h.
-	Duration      *durationpb.Duration `protobuf:"bytes,5,opt,name=duration,proto3" json:"duration,omitempty"`
+	Duration *durationpb.Duration `protobuf:"bytes,5,opt,name=duration,proto3" json:"duration,omitempty"`
+	// Keep this many bytes of each packet, as tcpdump's -s; 0 keeps them
+	// whole. Headers only (say 128) lose fewer packets at high rates.
+	SnapLength    uint32 `protobuf:"varint,6,opt,name=snap_length,json=snapLength,proto3" json:"snap_length,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -167,6 +170,13 @@ func (x *CaptureLinkRequest) GetDuration() *durationpb.Duration {
 		return x.Duration
 	}
 	return nil
+}
+
+func (x *CaptureLinkRequest) GetSnapLength() uint32 {
+	if x != nil {
+		return x.SnapLength
+	}
+	return 0
 }
 
 // CaptureLinkResponse is the next piece of the pcapng stream; the
@@ -1473,14 +1483,16 @@ var File_meshnet_v1_link_proto protoreflect.FileDescriptor
 const file_meshnet_v1_link_proto_rawDesc = "" +
 	"\n" +
 	"\x15meshnet/v1/link.proto\x12\n" +
-	"meshnet.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16meshnet/v1/types.proto\"\xba\x01\n" +
+	"meshnet.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16meshnet/v1/types.proto\"\xdb\x01\n" +
 	"\x12CaptureLinkRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03pod\x18\x02 \x01(\tR\x03pod\x12\x1c\n" +
 	"\tinterface\x18\x03 \x01(\tR\tinterface\x12\x1f\n" +
 	"\vmax_packets\x18\x04 \x01(\rR\n" +
 	"maxPackets\x125\n" +
-	"\bduration\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bduration\"]\n" +
+	"\bduration\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x1f\n" +
+	"\vsnap_length\x18\x06 \x01(\rR\n" +
+	"snapLength\"]\n" +
 	"\x13CaptureLinkResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x18\n" +
 	"\apackets\x18\x02 \x01(\x04R\apackets\x12\x18\n" +
