@@ -378,6 +378,17 @@ const (
 	ReasonInvalidSpec = "InvalidSpec"
 )
 
+// ReadyCondition is t's Ready condition when it describes generation gen
+// or a later one; nil while the status is older.
+func (t *Topology) ReadyCondition(gen int64) *metav1.Condition {
+	for i := range t.Status.Conditions {
+		if c := &t.Status.Conditions[i]; c.Type == ConditionReady && c.ObservedGeneration >= gen {
+			return c
+		}
+	}
+	return nil
+}
+
 // PeerHost as a link's peer_pod makes the link a macvlan on the node's NIC
 // named by peer_intf.
 const PeerHost = "localhost"

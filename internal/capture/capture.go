@@ -101,6 +101,7 @@ func Run(ctx context.Context, netnsPath, dev string, opts Options, w io.Writer) 
 		final, _ = h.Stats()
 		h.Close()
 	})
+	defer stop()
 	// Packets are flushed to w at most FlushInterval after they came: a
 	// flush (a write, a message to a client) per packet would cap the
 	// capture at a few thousand packets a second.
@@ -108,8 +109,12 @@ func Run(ctx context.Context, netnsPath, dev string, opts Options, w io.Writer) 
 	tick := time.NewTicker(FlushInterval)
 	defer tick.Stop()
 	quit := make(chan struct{})
+	var ticker sync.WaitGroup
+	defer ticker.Wait()
 	defer close(quit)
+	ticker.Add(1)
 	go func() {
+		defer ticker.Done()
 		for {
 			select {
 			case <-tick.C:

@@ -291,10 +291,10 @@ func (b *builder) edge(t *v1beta1.Topology, l *v1beta1.Link) *meshnetv1.GraphEdg
 	case l.LinkOptions != nil:
 		e.DetailKind = string(v1beta1.LinkKindPhy)
 		e.DetailVni = uint32(l.LinkOptions.VNI)
-		target = b.other("physical:"+l.PeerPod, l.PeerPod, l.LinkOptions.RemoteVTEP, kindPhysical, l.LinkOptions.RemoteVTEP)
+		target = b.other(PeerID(l, src.node), l.PeerPod, l.LinkOptions.RemoteVTEP, kindPhysical, l.LinkOptions.RemoteVTEP)
 	case l.PeerPod == v1beta1.PeerHost:
 		e.DetailKind = string(v1beta1.LinkKindMacvlan)
-		target = b.other("host:"+src.node+":"+l.PeerIntf, l.PeerIntf, src.node, kindHost, "")
+		target = b.other(PeerID(l, src.node), l.PeerIntf, src.node, kindHost, "")
 	default:
 		peer := b.topos[l.PeerPod]
 		back := peer.Link(l.UID)
@@ -333,6 +333,19 @@ func (b *builder) edge(t *v1beta1.Topology, l *v1beta1.Link) *meshnetv1.GraphEdg
 		target.add(state)
 	}
 	return e
+}
+
+// PeerID is the graph's id of link l's far end, whose pod is on node: the
+// peer pod's name, "physical:DEVICE" for a physical device, or
+// "host:NODE:NIC" for the node's NIC of a macvlan.
+func PeerID(l *v1beta1.Link, node string) string {
+	switch {
+	case l.LinkOptions != nil:
+		return "physical:" + l.PeerPod
+	case l.PeerPod == v1beta1.PeerHost:
+		return "host:" + node + ":" + l.PeerIntf
+	}
+	return l.PeerPod
 }
 
 // end gathers what is known of pod's interface intf, link uid; t is the

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
@@ -27,13 +26,16 @@ const CapturePath = "/v1/namespaces/{namespace}/pods/{pod}/links/{interface}/cap
 // captureQuery are CapturePath's query parameters.
 var captureQuery = []string{"max_packets", "duration", "snap_length"}
 
-func captureHandler(c meshnetv1.LinkServiceClient) http.HandlerFunc {
+// captureHandler relays CaptureLink; errors are written by gw with m, as
+// every other REST call's.
+func captureHandler(c meshnetv1.LinkServiceClient, gw *runtime.ServeMux, m runtime.Marshaler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		fail := func(err error) { runtime.HTTPError(r.Context(), gw, m, w, r, err) }
 		req := &meshnetv1.CaptureLinkRequest{
 			Namespace: r.PathValue("namespace"), Pod: r.PathValue("pod"), Interface: r.PathValue("interface"),
 		}
 		if err := captureParams(r, req); err != nil {
-			writeStatus(w, status.New(codes.InvalidArgument, err.Error()))
+			fail(status.Error(codes.InvalidArgument, err.Error()))
 			return
 		}
 		ctx := r.Context()
@@ -42,14 +44,14 @@ func captureHandler(c meshnetv1.LinkServiceClient) http.HandlerFunc {
 		}
 		stream, err := c.CaptureLink(ctx, req)
 		if err != nil {
-			writeStatus(w, status.Convert(err))
+			fail(err)
 			return
 		}
 		// Refusals (a bad request, no such link, no right to capture)
 		// come before the first piece, while the status can still say so.
 		first, err := stream.Recv()
 		if err != nil {
-			writeStatus(w, status.Convert(err))
+			fail(err)
 			return
 		}
 		w.Header().Set("Content-Type", "application/x-pcapng")
@@ -107,13 +109,4 @@ func captureParams(r *http.Request, req *meshnetv1.CaptureLinkRequest) error {
 		req.Duration = durationpb.New(d)
 	}
 	return nil
-}
-
-// writeStatus writes a gRPC status as grpc-gateway writes errors: the
-// HTTP code for it, and the status as JSON.
-func writeStatus(w http.ResponseWriter, st *status.Status) {
-	body, _ := protojson.Marshal(st.Proto())
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(runtime.HTTPStatusFromCode(st.Code()))
-	w.Write(body)
 }

@@ -86,7 +86,8 @@ func TestKernelCaptureOverREST(t *testing.T) {
 		{"long duration", tok.Editor, "?duration=48h", 400, "duration"},
 		{"bad count", tok.Editor, "?max_packets=-1", 400, "max_packets"},
 		{"unknown parameter", tok.Editor, "?count=5", 400, "count: unknown query parameter"},
-		{"tiny snap length", tok.Editor, "?snap_length=10", 400, "snap_length: 10 is less than 34 bytes"},
+		{"tiny snap length", tok.Editor, "?snap_length=10", 400, "snap_length: 10 is not between 34 bytes"},
+		{"huge snap length", tok.Editor, "?snap_length=4294967295", 400, "snap_length: 4294967295 is not between"},
 	} {
 		args := []string{"-sS", "-w", "\n%{http_code}\n%{content_type}", url + tc.query}
 		if tc.token != "" {

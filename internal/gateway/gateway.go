@@ -132,7 +132,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
-	mux.Handle("GET "+CapturePath, captureHandler(meshnetv1.NewLinkServiceClient(conn)))
+	mux.Handle("GET "+CapturePath, captureHandler(meshnetv1.NewLinkServiceClient(conn), gw, m))
 	if cfg.Topology != nil {
 		mux.Handle("GET "+TopologyPath, http.StripPrefix(strings.TrimSuffix(TopologyPath, "/"), cfg.Topology))
 	}

@@ -150,13 +150,6 @@ func (l *Lab) Converged(ctx context.Context, namespace string) error {
 // Ready is true when a Topology's status describes its current generation
 // and says Ready.
 func Ready(t *v1beta1.Topology) bool {
-	if t.Status.ObservedGeneration != t.Generation {
-		return false
-	}
-	for _, c := range t.Status.Conditions {
-		if c.Type == v1beta1.ConditionReady {
-			return c.Status == metav1.ConditionTrue && c.ObservedGeneration == t.Generation
-		}
-	}
-	return false
+	c := t.ReadyCondition(t.Generation)
+	return t.Status.ObservedGeneration == t.Generation && c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == t.Generation
 }

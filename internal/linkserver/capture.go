@@ -11,10 +11,12 @@ import (
 	"github.com/meshnet/meshnet/internal/capture"
 )
 
-// Bounds of CaptureLink's request.
+// Bounds of CaptureLink's request. A snap length is a buffer meshnetd
+// allocates: at most libpcap's largest.
 const (
 	MaxCaptureDuration = 24 * time.Hour
 	MinSnapLength      = 34
+	MaxSnapLength      = 262144
 )
 
 // CaptureLink implements meshnetv1.LinkServiceServer.
@@ -31,8 +33,8 @@ func (s *Server) CaptureLink(req *meshnetv1.CaptureLinkRequest, stream grpc.Serv
 			v.add("duration", "%v is not between 0s and %v; leave it out for no limit", d, MaxCaptureDuration)
 		}
 	}
-	if n := req.GetSnapLength(); n > 0 && n < MinSnapLength {
-		v.add("snap_length", "%d is less than %d bytes, an Ethernet and an IPv4 header; 0 keeps packets whole", n, MinSnapLength)
+	if n := req.GetSnapLength(); n > 0 && (n < MinSnapLength || n > MaxSnapLength) {
+		v.add("snap_length", "%d is not between %d bytes (an Ethernet and an IPv4 header) and %d; 0 keeps packets whole", n, MinSnapLength, MaxSnapLength)
 	}
 	if err := v.err(); err != nil {
 		return err
@@ -41,6 +43,11 @@ func (s *Server) CaptureLink(req *meshnetv1.CaptureLinkRequest, stream grpc.Serv
 	if err != nil {
 		return err
 	}
+	n, err := openPod(p) // a namespace that is gone is the caller's to know, not an internal error
+	if err != nil {
+		return err
+	}
+	n.Close()
 	log := s.log.With("pod", p.Key().String(), "link", l.LocalIntf, "node", s.node)
 	log.Info("capture started", "max_packets", req.GetMaxPackets(), "duration", d, "snap_length", req.GetSnapLength())
 	st, err := capture.Run(stream.Context(), p.Netns, l.LocalIntf,

@@ -247,6 +247,7 @@ func (o *options) changeLink(ctx context.Context, w io.Writer, pod, intf string,
 		t       *v1beta1.Topology
 		changed bool
 		before  string
+		prevErr string // the link's error before the change
 		index   int
 	)
 	// A patch tests the link's place first; another edit that moved the
@@ -262,13 +263,16 @@ func (o *options) changeLink(ctx context.Context, w io.Writer, pod, intf string,
 		}
 		l := &t.Spec.Links[index]
 		before = f.spell(l)
+		if ls := t.LinkStatus(l.UID); ls != nil {
+			prevErr = ls.LastError
+		}
 		after := l.DeepCopy()
 		f.set(after)
 		if equality.Semantic.DeepEqual(l, after) {
 			break
 		}
 		err = o.client.Patch(ctx, t, client.RawPatch(types.JSONPatchType, linkPatch(index, l, f.name, f.value(after))))
-		if isTestFailed(err) && attempt < 5 {
+		if isPatchConflict(err) && attempt < 5 {
 			continue
 		}
 		if err != nil {
@@ -287,7 +291,7 @@ func (o *options) changeLink(ctx context.Context, w io.Writer, pod, intf string,
 	if !wf.wait {
 		return nil
 	}
-	t, err := o.waitConverged(ctx, w, t, l.UID, wf.timeout)
+	t, err := o.waitConverged(ctx, w, t, l.UID, prevErr, wf.timeout)
 	if t != nil {
 		if perr := printLinks(w, linkViews([]v1beta1.Topology{onlyLink(t, index)}), false); perr != nil {
 			return perr
@@ -330,12 +334,16 @@ func linkPatch(i int, l *v1beta1.Link, field string, value any) []byte {
 	return data
 }
 
-// isTestFailed: a JSON patch's test failed (the object changed since it
-// was read); the API server answers 422 with the reason.
-func isTestFailed(err error) bool {
+// isPatchConflict: the JSON patch did not apply to the object as it is
+// now (a test failed, a path another edit removed): the API server answers
+// 422 with no field causes, unlike admission's refusals of a value.
+func isPatchConflict(err error) bool {
 	var status apierrors.APIStatus
-	return errors.As(err, &status) && status.Status().Code == http.StatusUnprocessableEntity &&
-		strings.Contains(status.Status().Message, "test failed")
+	if !errors.As(err, &status) {
+		return false
+	}
+	s := status.Status()
+	return s.Code == http.StatusUnprocessableEntity && (s.Details == nil || len(s.Details.Causes) == 0)
 }
 
 // onlyLink is t with its status but only link i in the spec, to print.
@@ -348,73 +356,75 @@ func onlyLink(t *v1beta1.Topology, i int) v1beta1.Topology {
 // waitConverged waits until t's status reports its current generation
 // applied, and returns the Topology as it was then. The pod's being on no
 // node yet ends the wait: the change is recorded and applies when the pod
-// starts. Links the kernel refused end it with an error, as does an error
-// on link uid (-1 for none) once the node has tried this generation.
-func (o *options) waitConverged(ctx context.Context, w io.Writer, t *v1beta1.Topology, uid int, timeout time.Duration) (*v1beta1.Topology, error) {
+// starts. An error on link uid (-1 for none) ends it too, once the node has
+// tried this generation and the error is not prevErr, the one the link had
+// before the change.
+func (o *options) waitConverged(ctx context.Context, w io.Writer, t *v1beta1.Topology, uid int, prevErr string, timeout time.Duration) (*v1beta1.Topology, error) {
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	gen := t.Generation
+	stopped := func() error {
+		if parent.Err() != nil {
+			return fmt.Errorf("interrupted while waiting for %s's status; the change is in its Topology", t.Name)
+		}
+		return fmt.Errorf("timed out after %v waiting for %s's status to show generation %d applied; it says: %s",
+			timeout, t.Name, gen, readySummary(t))
+	}
 	said := ""
+	var wi watch.Interface
+	defer func() {
+		if wi != nil {
+			wi.Stop()
+		}
+	}()
 	for {
-		if done, err := converged(w, t, gen, uid); done {
+		if done, err := converged(w, t, gen, uid, prevErr); done {
 			return t, err
 		}
 		// Say once why the wait goes on, as the status gives it.
-		if ready := meta.FindStatusCondition(t.Status.Conditions, v1beta1.ConditionReady); ready != nil &&
-			ready.ObservedGeneration >= gen && ready.Message != said {
+		if ready := t.ReadyCondition(gen); ready != nil && ready.Message != said {
 			said = ready.Message
 			fmt.Fprintf(o.stderr, "waiting for %s: Ready=%s %s: %s\n", t.Name, ready.Status, ready.Reason, ready.Message)
 		}
-		next, err := o.nextVersion(ctx, t)
-		if err != nil {
-			if ctx.Err() != nil {
-				return t, fmt.Errorf("timed out after %v waiting for %s's status to show generation %d applied; it says: %s",
-					timeout, t.Name, gen, readySummary(t))
+		if wi == nil {
+			var err error
+			wi, err = o.client.Watch(ctx, &v1beta1.TopologyList{}, &client.ListOptions{
+				Namespace:     t.Namespace,
+				FieldSelector: fields.OneTermEqualSelector("metadata.name", t.Name),
+				Raw:           &metav1.ListOptions{ResourceVersion: t.ResourceVersion},
+			})
+			if err != nil {
+				if ctx.Err() != nil {
+					return t, stopped()
+				}
+				return t, err
 			}
-			return t, err
 		}
-		t = next
-	}
-}
-
-// nextVersion waits for the next version of t.
-func (o *options) nextVersion(ctx context.Context, t *v1beta1.Topology) (*v1beta1.Topology, error) {
-	wi, err := o.client.Watch(ctx, &v1beta1.TopologyList{}, &client.ListOptions{
-		Namespace:     t.Namespace,
-		FieldSelector: fields.OneTermEqualSelector("metadata.name", t.Name),
-		Raw:           &metav1.ListOptions{ResourceVersion: t.ResourceVersion},
-	})
-	if err != nil {
-		return nil, err
-	}
-	defer wi.Stop()
-	for {
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return t, stopped()
 		case ev, ok := <-wi.ResultChan():
-			if !ok {
-				// The watch ended early (a timeout, the server's restart):
-				// read the object afresh.
+			switch {
+			case !ok, ev.Type == watch.Error:
+				// The watch ended early (its timeout, the server's
+				// restart, an expired version): read afresh, watch again.
+				wi.Stop()
+				wi = nil
 				var fresh v1beta1.Topology
 				if err := o.client.Get(ctx, client.ObjectKeyFromObject(t), &fresh); err != nil {
-					return nil, err
+					if ctx.Err() != nil {
+						return t, stopped()
+					}
+					return t, err
 				}
-				return &fresh, nil
-			}
-			switch ev.Type {
-			case watch.Added, watch.Modified:
-				if next, ok := ev.Object.(*v1beta1.Topology); ok {
-					return next, nil
-				}
-			case watch.Deleted:
+				t = &fresh
+			case ev.Type == watch.Deleted:
 				return nil, fmt.Errorf("pod %q: its Topology was deleted while waiting for its status", t.Name)
-			case watch.Error:
-				var fresh v1beta1.Topology
-				if err := o.client.Get(ctx, client.ObjectKeyFromObject(t), &fresh); err != nil {
-					return nil, err
+			default:
+				if next, ok := ev.Object.(*v1beta1.Topology); ok {
+					t = next
 				}
-				return &fresh, nil
 			}
 		}
 	}
@@ -422,24 +432,31 @@ func (o *options) nextVersion(ctx context.Context, t *v1beta1.Topology) (*v1beta
 
 // converged reports whether t's status is final for generation gen, and
 // the error when the final word is a failure. A failed apply is retried by
-// the controller, so it is final only when link uid itself has an error.
-func converged(w io.Writer, t *v1beta1.Topology, gen int64, uid int) (bool, error) {
-	ready := meta.FindStatusCondition(t.Status.Conditions, v1beta1.ConditionReady)
-	if t.Status.ObservedGeneration < gen || ready == nil || ready.ObservedGeneration < gen {
+// the controller, so an error is final only when the node reported it on
+// link uid itself for this generation: with LinkErrors, or new since the
+// change (not prevErr). Other links' errors do not fail a link's change.
+func converged(w io.Writer, t *v1beta1.Topology, gen int64, uid int, prevErr string) (bool, error) {
+	ready := t.ReadyCondition(gen)
+	if t.Status.ObservedGeneration < gen || ready == nil {
 		return false, nil
 	}
 	ls := t.LinkStatus(uid)
 	switch {
-	case ready.Status != metav1.ConditionTrue && ls != nil && ls.LastError != "":
-		return true, fmt.Errorf("%s's Topology has the change, but %s's node refused it on %s: %s", t.Name, t.Name, ls.LocalIntf, ls.LastError)
 	case ready.Status == metav1.ConditionTrue:
 		fmt.Fprintf(w, "topology.networkop.co.uk/%s converged at generation %d (%s)\n", t.Name, gen, ready.Message)
 		return true, nil
 	case ready.Reason == v1beta1.ReasonPodNotScheduled:
 		fmt.Fprintf(w, "topology.networkop.co.uk/%s recorded at generation %d; it applies when the pod starts (%s)\n", t.Name, gen, ready.Message)
 		return true, nil
-	case ready.Reason == v1beta1.ReasonLinkErrors, ready.Reason == v1beta1.ReasonInvalidSpec:
-		return true, fmt.Errorf("%s's Topology has the change, but it was not applied: %s: %s", t.Name, ready.Reason, ready.Message)
+	case ready.Reason == v1beta1.ReasonInvalidSpec:
+		return true, fmt.Errorf("%s's Topology has the change, but it cannot be applied: %s", t.Name, ready.Message)
+	case ls != nil && ls.LastError != "" && (ready.Reason == v1beta1.ReasonLinkErrors || ls.LastError != prevErr):
+		return true, fmt.Errorf("%s's Topology has the change, but %s's node refused it on %s: %s", t.Name, t.Name, ls.LocalIntf, ls.LastError)
+	case ready.Reason == v1beta1.ReasonLinkErrors && ls != nil:
+		fmt.Fprintf(w, "topology.networkop.co.uk/%s converged at generation %d for %s; other links have errors: %s\n", t.Name, gen, ls.LocalIntf, ready.Message)
+		return true, nil
+	case ready.Reason == v1beta1.ReasonLinkErrors:
+		return true, fmt.Errorf("%s's Topology has the change, but links have errors: %s", t.Name, ready.Message)
 	}
 	return false, nil
 }

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/dataserver"
 	"github.com/meshnet/meshnet/internal/netemconv"
 )
 
@@ -120,16 +121,13 @@ func linkViews(topos []v1beta1.Topology) []linkView {
 	return views
 }
 
-// peerOf names a link's far end as the data API's graph does: pod:intf,
-// physical:device:intf or host:node:nic.
+// peerOf names a link's far end as the data API's graph does, with its
+// interface: pod:intf, physical:device:intf or host:node:nic.
 func peerOf(t *v1beta1.Topology, l *v1beta1.Link) string {
-	switch {
-	case l.LinkOptions != nil:
-		return "physical:" + l.PeerPod + ":" + l.PeerIntf
-	case l.PeerPod == v1beta1.PeerHost:
-		return "host:" + t.Status.Node + ":" + l.PeerIntf
+	if l.PeerPod == v1beta1.PeerHost {
+		return dataserver.PeerID(l, t.Status.Node) // the NIC is its name
 	}
-	return l.PeerPod + ":" + l.PeerIntf
+	return dataserver.PeerID(l, t.Status.Node) + ":" + l.PeerIntf
 }
 
 func printLinks(w io.Writer, views []linkView, wide bool) error {

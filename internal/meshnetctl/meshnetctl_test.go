@@ -171,3 +171,43 @@ func TestArgs(t *testing.T) {
 		}
 	}
 }
+
+// TestConverged: when the wait for a change of link 1 ends, and how. An
+// error is final only when the node reported it on that link for this
+// generation; the controller retries everything else.
+func TestConverged(t *testing.T) {
+	topo := func(reason string, ready metav1.ConditionStatus, gen int64, errs ...string) *v1beta1.Topology {
+		tp := &v1beta1.Topology{}
+		tp.Name, tp.Generation = "r1", 2
+		tp.Status.ObservedGeneration = gen
+		tp.Status.Conditions = []metav1.Condition{{Type: v1beta1.ConditionReady, Status: ready, Reason: reason, Message: "m", ObservedGeneration: gen}}
+		for i, e := range errs {
+			tp.Status.Links = append(tp.Status.Links, v1beta1.LinkStatus{UID: i + 1, LocalIntf: "eth" + string(rune('1'+i)), LastError: e})
+		}
+		return tp
+	}
+	for _, tc := range []struct {
+		name    string
+		t       *v1beta1.Topology
+		prevErr string
+		done    bool
+		err     string
+	}{
+		{"older generation", topo(v1beta1.ReasonConverged, "True", 1), "", false, ""},
+		{"converged", topo(v1beta1.ReasonConverged, "True", 2), "", true, ""},
+		{"not scheduled", topo(v1beta1.ReasonPodNotScheduled, "False", 2, "old"), "old", true, ""},
+		{"daemon away, the link's old error", topo(v1beta1.ReasonDaemonUnavailable, "False", 2, "old"), "old", false, ""},
+		{"apply failed, a new error", topo(v1beta1.ReasonApplyFailed, "False", 2, "no sch_netem"), "", true, "node refused it on eth1: no sch_netem"},
+		{"apply failed, the same error", topo(v1beta1.ReasonApplyFailed, "False", 2, "no sch_netem"), "no sch_netem", false, ""},
+		{"link errors on this link", topo(v1beta1.ReasonLinkErrors, "False", 2, "bad"), "bad", true, "node refused it on eth1: bad"},
+		{"link errors on another link", topo(v1beta1.ReasonLinkErrors, "False", 2, "", "bad"), "", true, ""},
+		{"invalid spec", topo(v1beta1.ReasonInvalidSpec, "False", 2), "", true, "cannot be applied"},
+		{"links pending", topo(v1beta1.ReasonLinksPending, "False", 2, ""), "", false, ""},
+	} {
+		var out bytes.Buffer
+		done, err := converged(&out, tc.t, 2, 1, tc.prevErr)
+		if done != tc.done || (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("%s: done %v, error %v; want %v, %q", tc.name, done, err, tc.done, tc.err)
+		}
+	}
+}

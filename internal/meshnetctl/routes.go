@@ -114,7 +114,7 @@ func (o *options) changeRoutes(ctx context.Context, w io.Writer, pod string, add
 		}
 		data, _ := json.Marshal(ops)
 		err = o.client.Patch(ctx, t, client.RawPatch(types.JSONPatchType, data))
-		if isTestFailed(err) && attempt < 5 {
+		if isPatchConflict(err) && attempt < 5 {
 			continue
 		}
 		if err != nil {
@@ -130,7 +130,7 @@ func (o *options) waitRoutes(ctx context.Context, w io.Writer, t *v1beta1.Topolo
 	if !wf.wait {
 		return nil
 	}
-	t, err := o.waitConverged(ctx, w, t, -1, wf.timeout)
+	t, err := o.waitConverged(ctx, w, t, -1, "", wf.timeout)
 	if err != nil {
 		return err
 	}

@@ -50,7 +50,16 @@ change, not each notification of the kernel. Ctrl-C ends it.`,
 func (o *options) watch(ctx context.Context, w io.Writer) error {
 	known := map[string]*v1beta1.Topology{}
 	fmt.Fprintf(w, "%-8s  %-16s  %-10s  %s\n", "TIME", "POD", "INTERFACE", "CHANGE")
-	for {
+	for first := true; ; first = false {
+		if !first {
+			// A watch the server ended at once must not become a busy
+			// loop of lists.
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Second):
+			}
+		}
 		var list v1beta1.TopologyList
 		if err := o.client.List(ctx, &list, client.InNamespace(o.namespace)); err != nil {
 			return err
@@ -61,8 +70,13 @@ func (o *options) watch(ctx context.Context, w io.Writer) error {
 		for i := range list.Items {
 			t := &list.Items[i]
 			seen[t.Name] = true
-			if old, ok := known[t.Name]; ok {
+			old, ok := known[t.Name]
+			switch {
+			case ok:
 				printChanges(w, old, t)
+			case !first: // made during the gap
+				printLine(w, t.Name, "-", fmt.Sprintf("Topology created, %d links", len(t.Spec.Links)))
+				printChanges(w, &v1beta1.Topology{}, t)
 			}
 			known[t.Name] = t
 		}
