@@ -12,6 +12,7 @@ import (
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/genproto/googleapis/api/annotations"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/internal/gateway"
@@ -217,5 +219,15 @@ func TestProfilingOnlyWhenAsked(t *testing.T) {
 	}
 	if code, _ := get(t, start(t, gateway.Config{}).url+"/debug/pprof/", ""); code == 200 {
 		t.Fatal("/debug/pprof/ served without profiling asked for")
+	}
+}
+
+// TestCapturePathIsTheAPIs: the capture handler serves the path link.proto
+// gives CaptureLink, which the OpenAPI document shows.
+func TestCapturePathIsTheAPIs(t *testing.T) {
+	m := meshnetv1.File_meshnet_v1_link_proto.Services().ByName("LinkService").Methods().ByName("CaptureLink")
+	rule, _ := proto.GetExtension(m.Options(), annotations.E_Http).(*annotations.HttpRule)
+	if rule.GetGet() != gateway.CapturePath {
+		t.Errorf("CaptureLink's REST path is %q, the gateway serves %q", rule.GetGet(), gateway.CapturePath)
 	}
 }

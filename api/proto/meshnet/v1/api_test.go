@@ -60,7 +60,7 @@ func TestServicesHaveMethods(t *testing.T) {
 	}{
 		{"meshnet/v1/cni.proto", "CNIService", []string{"SetupPod", "TeardownPod", "CheckPod", "GarbageCollect"}},
 		{"meshnet/v1/peer.proto", "PeerService", []string{"CreateRemoteEnd", "DeleteRemoteEnd", "SetRemoteState", "SetRemoteStates"}},
-		{"meshnet/v1/link.proto", "LinkService", []string{"SetLinkState", "SetNetem", "ClearNetem", "SetRoutes", "GetLink", "ListLinks", "ApplyPod", "WatchLinks"}},
+		{"meshnet/v1/link.proto", "LinkService", []string{"SetLinkState", "SetNetem", "ClearNetem", "SetRoutes", "GetLink", "ListLinks", "ApplyPod", "WatchLinks", "CaptureLink"}},
 		{"meshnet/v1/data.proto", "DataService", []string{"ListTopologies", "GetNodeGraph", "ListGraphNodes", "ListGraphEdges", "GetGraphEdge"}},
 	} {
 		sd := service(t, tc.file, tc.service)

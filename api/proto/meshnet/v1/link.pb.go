@@ -1584,7 +1584,7 @@ const file_meshnet_v1_link_proto_rawDesc = "" +
 	"\x18LINK_EVENT_TYPE_MODIFIED\x10\x02\x12\x1b\n" +
 	"\x17LINK_EVENT_TYPE_DELETED\x10\x03\x12\x1a\n" +
 	"\x16LINK_EVENT_TYPE_ROUTES\x10\x04\x12\x1a\n" +
-	"\x16LINK_EVENT_TYPE_SYNCED\x10\x052\x9d\n" +
+	"\x16LINK_EVENT_TYPE_SYNCED\x10\x052\xe7\n" +
 	"\n" +
 	"\vLinkService\x12\x9b\x01\n" +
 	"\fSetLinkState\x12\x1f.meshnet.v1.SetLinkStateRequest\x1a .meshnet.v1.SetLinkStateResponse\"H\x82\xd3\xe4\x93\x02B:\x01*\x1a=/v1/namespaces/{namespace}/pods/{pod}/links/{interface}/state\x12\x93\x01\n" +
@@ -1596,8 +1596,8 @@ const file_meshnet_v1_link_proto_rawDesc = "" +
 	"\tListLinks\x12\x1c.meshnet.v1.ListLinksRequest\x1a\x1d.meshnet.v1.ListLinksResponse\"W\x82\xd3\xe4\x93\x02QZ\"\x12 /v1/namespaces/{namespace}/links\x12+/v1/namespaces/{namespace}/pods/{pod}/links\x12}\n" +
 	"\bApplyPod\x12\x1b.meshnet.v1.ApplyPodRequest\x1a\x1c.meshnet.v1.ApplyPodResponse\"6\x82\xd3\xe4\x93\x020:\x01*\"+/v1/namespaces/{namespace}/pods/{pod}:apply\x12\xc5\x01\n" +
 	"\n" +
-	"WatchLinks\x12\x1d.meshnet.v1.WatchLinksRequest\x1a\x1e.meshnet.v1.WatchLinksResponse\"v\x82\xd3\xe4\x93\x02pZ3\x121/v1/namespaces/{namespace}/pods/{pod}/links:watchZ\x11\x12\x0f/v1/links:watch\x12&/v1/namespaces/{namespace}/links:watch0\x01\x12P\n" +
-	"\vCaptureLink\x12\x1e.meshnet.v1.CaptureLinkRequest\x1a\x1f.meshnet.v1.CaptureLinkResponse0\x01B;Z9github.com/meshnet/meshnet/api/proto/meshnet/v1;meshnetv1b\x06proto3"
+	"WatchLinks\x12\x1d.meshnet.v1.WatchLinksRequest\x1a\x1e.meshnet.v1.WatchLinksResponse\"v\x82\xd3\xe4\x93\x02pZ3\x121/v1/namespaces/{namespace}/pods/{pod}/links:watchZ\x11\x12\x0f/v1/links:watch\x12&/v1/namespaces/{namespace}/links:watch0\x01\x12\x99\x01\n" +
+	"\vCaptureLink\x12\x1e.meshnet.v1.CaptureLinkRequest\x1a\x1f.meshnet.v1.CaptureLinkResponse\"G\x82\xd3\xe4\x93\x02A\x12?/v1/namespaces/{namespace}/pods/{pod}/links/{interface}/capture0\x01B;Z9github.com/meshnet/meshnet/api/proto/meshnet/v1;meshnetv1b\x06proto3"
 
 var (
 	file_meshnet_v1_link_proto_rawDescOnce sync.Once

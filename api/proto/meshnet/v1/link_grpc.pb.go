@@ -92,8 +92,10 @@ type LinkServiceClient interface {
 	// down). Both directions are captured. It ends after max_packets packets
 	// or after duration, whichever comes first, or when the client goes. It
 	// needs the right to change the link: patch on the pod's Topology. Over
-	// REST (GET /v1/namespaces/{namespace}/pods/{pod}/links/{interface}/capture?max_packets=N&duration=5s&snap_length=128)
-	// the body is the pcapng stream itself, application/x-pcapng.
+	// REST (?max_packets=N&duration=5s&snap_length=128) the body is the
+	// pcapng stream itself, application/x-pcapng: meshnetd's gateway serves
+	// this path with a handler of its own (internal/gateway), not with
+	// grpc-gateway's, which would put a newline between the pieces.
 	CaptureLink(ctx context.Context, in *CaptureLinkRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CaptureLinkResponse], error)
 }
 
@@ -275,8 +277,10 @@ type LinkServiceServer interface {
 	// down). Both directions are captured. It ends after max_packets packets
 	// or after duration, whichever comes first, or when the client goes. It
 	// needs the right to change the link: patch on the pod's Topology. Over
-	// REST (GET /v1/namespaces/{namespace}/pods/{pod}/links/{interface}/capture?max_packets=N&duration=5s&snap_length=128)
-	// the body is the pcapng stream itself, application/x-pcapng.
+	// REST (?max_packets=N&duration=5s&snap_length=128) the body is the
+	// pcapng stream itself, application/x-pcapng: meshnetd's gateway serves
+	// this path with a handler of its own (internal/gateway), not with
+	// grpc-gateway's, which would put a newline between the pieces.
 	CaptureLink(*CaptureLinkRequest, grpc.ServerStreamingServer[CaptureLinkResponse]) error
 	mustEmbedUnimplementedLinkServiceServer()
 }
