@@ -11,8 +11,10 @@ package capture
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -136,6 +138,12 @@ func Run(ctx context.Context, netnsPath, dev string, opts Options, w io.Writer) 
 			if ctx.Err() != nil {
 				break
 			}
+			if linkWentDown(err) {
+				// A cable pull during the capture: the socket says so once
+				// and then waits for the link to come back, as the user
+				// does, to see what the link carries before and after.
+				continue
+			}
 			return st, fmt.Errorf("capture on %s: %w", dev, err)
 		}
 		ci.InterfaceIndex = 0
@@ -159,6 +167,13 @@ func Run(ctx context.Context, netnsPath, dev string, opts Options, w io.Writer) 
 		f.mu.Unlock()
 	}
 	return st, f.flush()
+}
+
+// linkWentDown reports the read error of a packet socket whose interface
+// went down (ENETDOWN). pcapgo formats the errno into its message (%s, not
+// %w), so the message is what tells it.
+func linkWentDown(err error) bool {
+	return errors.Is(err, unix.ENETDOWN) || strings.HasSuffix(err.Error(), unix.ENETDOWN.Error())
 }
 
 // FlushInterval is how long a captured packet may wait to be sent on.

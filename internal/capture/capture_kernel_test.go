@@ -151,6 +151,55 @@ func TestKernelCaptureDecodesPing(t *testing.T) {
 	}
 }
 
+// TestKernelCaptureSpansACablePull: a capture goes on while its link is
+// down, and sees the pings before and after.
+func TestKernelCaptureSpansACablePull(t *testing.T) {
+	a, _ := pair(t)
+	file := filepath.Join(t.TempDir(), "eth1.pcapng")
+	w, err := os.Create(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := capture.Run(ctx, a, "eth1", capture.Options{}, w)
+		done <- err
+	}()
+	waitHeader(t, w)
+	for _, step := range [][]string{
+		{"ping", "-c", "1", "10.0.0.2"},
+		{"ip", "link", "set", "eth1", "down"},
+		{"sleep", "0.3"},
+		{"ip", "link", "set", "eth1", "up"},
+		{"ping", "-c", "1", "-w", "5", "10.0.0.2"},
+	} {
+		if out, err := netnstest.Run(a, step[0], step[1:]...); err != nil {
+			t.Fatalf("%v: %v\n%s", step, err, out)
+		}
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the capture ended when its link went down: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	var requests int
+	for _, l := range tshark(t, file, "icmp.type") {
+		if l == "8" {
+			requests++
+		}
+	}
+	if requests != 2 {
+		t.Errorf("%d echo requests captured, want the one before the cable pull and the one after", requests)
+	}
+}
+
 // waitHeader waits for the stream's header: the socket is open, and
 // traffic from then on is in the capture.
 func waitHeader(t *testing.T, f *os.File) {
