@@ -159,12 +159,9 @@ func Run(ctx context.Context, netnsPath, dev string, opts Options, w io.Writer) 
 	}
 	if final != nil {
 		st.Dropped = uint64(final.Drops)
-		f.mu.Lock()
-		f.dirty = true
-		_ = ngw.WriteInterfaceStats(0, pcapgo.NgInterfaceStatistics{
+		f.writeStats(pcapgo.NgInterfaceStatistics{
 			LastUpdate: time.Now(), PacketsReceived: uint64(final.Packets), PacketsDropped: uint64(final.Drops),
 		})
-		f.mu.Unlock()
 	}
 	return st, f.flush()
 }
@@ -196,6 +193,17 @@ func (f *flusher) write(ci gopacket.CaptureInfo, data []byte) error {
 	}
 	f.dirty = true
 	return f.w.WritePacket(ci, data)
+}
+
+// writeStats ends the stream with the socket's counters; the reader knows
+// then what it lacks.
+func (f *flusher) writeStats(stats pcapgo.NgInterfaceStatistics) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err == nil {
+		f.dirty = true
+		f.err = f.w.WriteInterfaceStats(0, stats)
+	}
 }
 
 func (f *flusher) flush() error {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/meshnet/meshnet/internal/capture"
 	"github.com/meshnet/meshnet/internal/links/netnstest"
+	"github.com/meshnet/meshnet/internal/proccpu"
 )
 
 // pair is two namespaces joined by a veth, eth1 at 10.0.0.1/30 and
@@ -30,36 +31,12 @@ func pair(t *testing.T) (a, b string) {
 			t.Fatalf("sysctl: %v\n%s", err, out)
 		}
 	}
-	for _, c := range []struct {
-		ns   string
-		args []string
-	}{
-		{a, []string{"link", "add", "eth1", "type", "veth", "peer", "name", "eth1", "netns", b}},
-		{a, []string{"addr", "add", "10.0.0.1/30", "dev", "eth1"}},
-		{b, []string{"addr", "add", "10.0.0.2/30", "dev", "eth1"}},
-		{a, []string{"link", "set", "eth1", "up"}},
-		{b, []string{"link", "set", "eth1", "up"}},
-	} {
-		if out, err := netnstest.Run(c.ns, "ip", c.args...); err != nil {
-			t.Fatalf("ip %v: %v\n%s", c.args, err, out)
-		}
-	}
+	netnstest.IP(t, a, "link", "add", "eth1", "type", "veth", "peer", "name", "eth1", "netns", b)
+	netnstest.IP(t, a, "addr", "add", "10.0.0.1/30", "dev", "eth1")
+	netnstest.IP(t, b, "addr", "add", "10.0.0.2/30", "dev", "eth1")
+	netnstest.IP(t, a, "link", "set", "eth1", "up")
+	netnstest.IP(t, b, "link", "set", "eth1", "up")
 	return a, b
-}
-
-// linkState is what a capture must not change: the link's flags and
-// qdiscs as ip and tc print them.
-func linkState(t *testing.T, ns string) string {
-	t.Helper()
-	link, err := netnstest.Run(ns, "ip", "-d", "link", "show", "eth1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	qdisc, err := netnstest.Run(ns, "tc", "qdisc", "show", "dev", "eth1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return link + qdisc
 }
 
 // tshark decodes a capture file with Debian's tshark, one line a packet.
@@ -80,7 +57,7 @@ func tshark(t *testing.T, file string, fields ...string) []string {
 // the stream, and the link is as it was. A packet limit ends a capture.
 func TestKernelCaptureDecodesPing(t *testing.T) {
 	a, _ := pair(t)
-	before := linkState(t, a)
+	before := netnstest.LinkConfig(t, a, "eth1")
 	file := filepath.Join(t.TempDir(), "eth1.pcapng")
 	w, err := os.Create(file)
 	if err != nil {
@@ -118,7 +95,7 @@ func TestKernelCaptureDecodesPing(t *testing.T) {
 	if st.Packets < 6 || st.Dropped != 0 {
 		t.Errorf("stats %+v, want the 6 ICMP packets at least, none dropped", st)
 	}
-	if after := linkState(t, a); after != before {
+	if after := netnstest.LinkConfig(t, a, "eth1"); after != before {
 		t.Errorf("the capture changed the link:\nbefore %s\nafter %s", before, after)
 	}
 
@@ -265,25 +242,18 @@ func BenchmarkKernelCaptureVXLAN(b *testing.B) {
 		b.Fatalf("the capture benchmark needs iperf3 (apt-get install iperf3): %v", err)
 	}
 	x, y := netnstest.New(b), netnstest.New(b)
-	for _, c := range []struct {
-		ns   string
-		args []string
-	}{
-		{x, []string{"link", "add", "ul", "type", "veth", "peer", "name", "ul", "netns", y}},
-		{x, []string{"addr", "add", "192.168.77.1/30", "dev", "ul"}},
-		{y, []string{"addr", "add", "192.168.77.2/30", "dev", "ul"}},
-		{x, []string{"link", "set", "ul", "up"}},
-		{y, []string{"link", "set", "ul", "up"}},
-		{x, []string{"link", "add", "eth1", "type", "vxlan", "id", "42", "local", "192.168.77.1", "remote", "192.168.77.2", "dstport", "4789", "dev", "ul"}},
-		{y, []string{"link", "add", "eth1", "type", "vxlan", "id", "42", "local", "192.168.77.2", "remote", "192.168.77.1", "dstport", "4789", "dev", "ul"}},
-		{x, []string{"addr", "add", "10.9.0.1/30", "dev", "eth1"}},
-		{y, []string{"addr", "add", "10.9.0.2/30", "dev", "eth1"}},
-		{x, []string{"link", "set", "eth1", "up"}},
-		{y, []string{"link", "set", "eth1", "up"}},
+	for _, end := range []struct{ ns, self, peer, addr string }{
+		{x, "192.168.77.1", "192.168.77.2", "10.9.0.1/30"},
+		{y, "192.168.77.2", "192.168.77.1", "10.9.0.2/30"},
 	} {
-		if out, err := netnstest.Run(c.ns, "ip", c.args...); err != nil {
-			b.Fatalf("ip %v: %v\n%s", c.args, err, out)
+		if end.ns == x {
+			netnstest.IP(b, x, "link", "add", "ul", "type", "veth", "peer", "name", "ul", "netns", y)
 		}
+		netnstest.IP(b, end.ns, "addr", "add", end.self+"/30", "dev", "ul")
+		netnstest.IP(b, end.ns, "link", "set", "ul", "up")
+		netnstest.IP(b, end.ns, "link", "add", "eth1", "type", "vxlan", "id", "42", "local", end.self, "remote", end.peer, "dstport", "4789", "dev", "ul")
+		netnstest.IP(b, end.ns, "addr", "add", end.addr, "dev", "eth1")
+		netnstest.IP(b, end.ns, "link", "set", "eth1", "up")
 	}
 	server := exec.Command("nsenter", "--net="+y, "--", "iperf3", "-s")
 	if err := server.Start(); err != nil {
@@ -292,14 +262,23 @@ func BenchmarkKernelCaptureVXLAN(b *testing.B) {
 	b.Cleanup(func() { _ = server.Process.Kill(); _ = server.Wait() })
 	time.Sleep(300 * time.Millisecond)
 	for _, snap := range []int{0, 128} {
-		b.Run(fmt.Sprintf("snap=%d", snap), func(b *testing.B) { captureUnderLoad(b, x, snap) })
+		b.Run(fmt.Sprintf("snap=%d", snap), func(b *testing.B) { captureUnderLoad(b, x, snap, server.Process.Pid) })
 	}
 }
 
 // captureUnderLoad is one of BenchmarkKernelCaptureVXLAN's cases: x is the
-// sending namespace, snap the snap length.
-func captureUnderLoad(b *testing.B, x string, snap int) {
-	var pps, drops, mbps []float64
+// sending namespace, snap the snap length, server iperf3's server. Beside
+// the rates it reports each process's CPU time per run: this test's (the
+// capture and the pipe's reader), and iperf3's client and server.
+func captureUnderLoad(b *testing.B, x string, snap, server int) {
+	var pps, drops, mbps, self, client, srv []float64
+	cpuOf := func(pid int) time.Duration {
+		d, err := proccpu.Of(pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return d
+	}
 	for b.Loop() {
 		r, w, err := os.Pipe()
 		if err != nil {
@@ -321,8 +300,10 @@ func captureUnderLoad(b *testing.B, x string, snap int) {
 			done <- st
 		}()
 		time.Sleep(200 * time.Millisecond)
+		self0, srv0 := cpuOf(os.Getpid()), cpuOf(server)
 		start := time.Now()
-		out, err := netnstest.Run(x, "iperf3", "-c", "10.9.0.2", "-t", "2", "-J")
+		iperf := exec.Command("nsenter", "--net="+x, "--", "iperf3", "-c", "10.9.0.2", "-t", "2", "-J")
+		out, err := iperf.Output()
 		took := time.Since(start)
 		cancel()
 		st := <-done
@@ -341,6 +322,9 @@ func captureUnderLoad(b *testing.B, x string, snap int) {
 		if err := json.Unmarshal([]byte(out), &res); err != nil {
 			b.Fatalf("iperf3 -J: %v", err)
 		}
+		self = append(self, (cpuOf(os.Getpid()) - self0).Seconds())
+		srv = append(srv, (cpuOf(server) - srv0).Seconds())
+		client = append(client, (iperf.ProcessState.UserTime() + iperf.ProcessState.SystemTime()).Seconds())
 		pps = append(pps, float64(st.Packets)/took.Seconds())
 		drops = append(drops, float64(st.Dropped))
 		mbps = append(mbps, res.End.SumReceived.BitsPerSecond/1e6)
@@ -348,6 +332,9 @@ func captureUnderLoad(b *testing.B, x string, snap int) {
 	b.ReportMetric(median(pps), "captured-pkts/s")
 	b.ReportMetric(median(drops), "dropped-pkts")
 	b.ReportMetric(median(mbps), "iperf3-Mbit/s")
+	b.ReportMetric(median(self), "capture-cpu-s")
+	b.ReportMetric(median(client), "iperf3-client-cpu-s")
+	b.ReportMetric(median(srv), "iperf3-server-cpu-s")
 	b.ReportMetric(0, "ns/op")
 }
 

@@ -30,13 +30,7 @@ func TestKernelCaptureOverREST(t *testing.T) {
 		t.Fatalf("kernel tier needs Debian's tshark to decode captures (hack/deps.sh installs it): %v", err)
 	}
 	url := "http://" + st.HTTPAddr + "/v1/namespaces/lab/pods/r1/links/eth1/capture"
-	linkState := func() string {
-		t.Helper()
-		link, _ := netnstest.Run(r1.Path(), "ip", "-d", "link", "show", "eth1")
-		qdisc, _ := netnstest.Run(r1.Path(), "tc", "qdisc", "show", "dev", "eth1")
-		return link + qdisc
-	}
-	before := linkState()
+	before := netnstest.LinkConfig(t, r1.Path(), "eth1")
 	if ok, out := linkservertest.Ping(r1, "10.0.0.2", 1); !ok { // ARP resolved before the capture
 		t.Fatalf("ping: %s", out)
 	}
@@ -70,7 +64,7 @@ func TestKernelCaptureOverREST(t *testing.T) {
 	if got, want := strings.TrimSpace(string(out)), strings.Join([]string{req, rep, req, rep, req, rep}, "\n"); got != want {
 		t.Errorf("tshark decodes %q, want 3 echo requests and replies", got)
 	}
-	if after := linkState(); after != before {
+	if after := netnstest.LinkConfig(t, r1.Path(), "eth1"); after != before {
 		t.Errorf("the capture changed the link:\nbefore %s\nafter %s", before, after)
 	}
 

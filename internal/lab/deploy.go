@@ -151,5 +151,5 @@ func (l *Lab) Converged(ctx context.Context, namespace string) error {
 // and says Ready.
 func Ready(t *v1beta1.Topology) bool {
 	c := t.ReadyCondition(t.Generation)
-	return t.Status.ObservedGeneration == t.Generation && c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == t.Generation
+	return t.Status.ObservedGeneration == t.Generation && c != nil && c.Status == metav1.ConditionTrue
 }

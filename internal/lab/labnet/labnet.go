@@ -225,9 +225,7 @@ func (l *Lab) AddPhysical() *Physical {
 // IP runs an ip command in a namespace, failing the test on error.
 func (l *Lab) IP(nsPath string, args ...string) {
 	l.t.Helper()
-	if out, err := netnstest.Run(nsPath, "ip", args...); err != nil {
-		l.t.Fatalf("labnet: ip %s in %s: %v\n%s", strings.Join(args, " "), nsPath, err, out)
-	}
+	netnstest.IP(l.t, nsPath, args...)
 }
 
 // Links lists the interface names in a namespace.

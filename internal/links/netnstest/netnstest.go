@@ -45,3 +45,28 @@ func Run(path string, name string, args ...string) (string, error) {
 	out, err := exec.Command("nsenter", argv...).CombinedOutput()
 	return string(out), err
 }
+
+// IP runs ip with args inside the namespace at path, failing the test with
+// its output on error.
+func IP(t testing.TB, path string, args ...string) {
+	t.Helper()
+	if out, err := Run(path, "ip", args...); err != nil {
+		t.Fatalf("ip %v in %s: %v\n%s", args, path, err, out)
+	}
+}
+
+// LinkConfig is dev's link and qdiscs in the namespace at path, as ip -d
+// link and tc print them: what a test of something that must leave the
+// link alone compares before and after.
+func LinkConfig(t testing.TB, path, dev string) string {
+	t.Helper()
+	link, err := Run(path, "ip", "-d", "link", "show", dev)
+	if err != nil {
+		t.Fatalf("ip -d link show %s in %s: %v\n%s", dev, path, err, link)
+	}
+	qdisc, err := Run(path, "tc", "qdisc", "show", "dev", dev)
+	if err != nil {
+		t.Fatalf("tc qdisc show dev %s in %s: %v\n%s", dev, path, err, qdisc)
+	}
+	return link + qdisc
+}
