@@ -62,7 +62,10 @@ func TestClusterKustomizeRenders(t *testing.T) {
 			m := render(t, v.dir, v.flags...)
 
 			for _, o := range m.objs {
-				if o.GetNamespace() != "" && o.GetNamespace() != namespace {
+				// The relay reads the API server's front-proxy settings,
+				// which live in kube-system, as every aggregated API does.
+				relayReader := o.GetKind() == "RoleBinding" && o.GetName() == "meshnet-controller:extension-apiserver-authentication-reader"
+				if o.GetNamespace() != "" && o.GetNamespace() != namespace && (!relayReader || o.GetNamespace() != "kube-system") {
 					t.Errorf("%s %s is in namespace %q, want %q", o.GetKind(), o.GetName(), o.GetNamespace(), namespace)
 				}
 			}
@@ -301,7 +304,11 @@ func checkRBACRules(t *testing.T, m *manifests) {
 // a pod runs as, exists and is bound to a role the manifests define.
 func checkServiceAccountsBound(t *testing.T, m *manifests) {
 	t.Helper()
-	roles := map[string]bool{}
+	// The API server's own roles that aggregated API servers are bound to.
+	roles := map[string]bool{
+		"ClusterRole/system:auth-delegator":                          true,
+		"Role/kube-system/extension-apiserver-authentication-reader": true,
+	}
 	for _, o := range m.all("ClusterRole") {
 		roles["ClusterRole/"+o.GetName()] = true
 	}
@@ -420,6 +427,7 @@ func TestClusterRBACLeastPrivilege(t *testing.T) {
 			topo("delete", ""), topo("create", ""),
 			{"update", "coordination.k8s.io", "leases", "", "kube-system"},
 			{"create", "", "events", "", "lab"},
+			{"list", "", "secrets", "", namespace}, {"create", "", "secrets", "", "lab"},
 		},
 	}, {
 		sa:      "meshnet-operator",
@@ -452,6 +460,37 @@ func TestClusterRBACLeastPrivilege(t *testing.T) {
 		}
 		for _, a := range c.denied {
 			check(a, false)
+		}
+	}
+
+	// The relay's rights, by name: its own Secret and APIService, and the
+	// API server's front-proxy settings; no other Secret, APIService or
+	// ConfigMap.
+	controller := "system:serviceaccount:" + namespace + ":meshnet-controller"
+	for _, c := range []struct {
+		verb, group, resource, ns, name string
+		want                            bool
+	}{
+		{"get", "", "secrets", namespace, "meshnet-relay-tls", true},
+		{"update", "", "secrets", namespace, "meshnet-relay-tls", true},
+		{"create", "", "secrets", namespace, "", true},
+		{"get", "", "secrets", namespace, "meshnetd-token", false},
+		{"patch", "apiregistration.k8s.io", "apiservices", "", "v1alpha1.meshnet.networkop.co.uk", true},
+		{"patch", "apiregistration.k8s.io", "apiservices", "", "v1beta1.metrics.k8s.io", false},
+		{"create", "authorization.k8s.io", "subjectaccessreviews", "", "", true},
+		{"get", "", "configmaps", "kube-system", "extension-apiserver-authentication", true},
+		{"get", "", "configmaps", "kube-system", "kubeadm-config", false},
+	} {
+		sar := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+			User: controller, Groups: []string{"system:serviceaccounts", "system:authenticated"},
+			ResourceAttributes: &authzv1.ResourceAttributes{Verb: c.verb, Group: c.group, Resource: c.resource, Namespace: c.ns, Name: c.name},
+		}}
+		if err := env.Client.Create(context.Background(), sar); err != nil {
+			t.Fatalf("subject access review: %v", err)
+		}
+		if sar.Status.Allowed != c.want {
+			t.Errorf("meshnet-controller: %s %s/%s %q in %q: allowed %v, want %v (%s)", c.verb, c.group, c.resource, c.name, c.ns,
+				sar.Status.Allowed, c.want, sar.Status.Reason)
 		}
 	}
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,12 +17,16 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/cniconf"
 	"github.com/meshnet/meshnet/internal/kubecluster"
 	"github.com/meshnet/meshnet/internal/kubecluster/kubeclustertest"
+	"github.com/meshnet/meshnet/internal/meshnetctl"
+	"github.com/meshnet/meshnet/internal/relay/relayapi"
 )
 
 // overlay is how this cluster installs meshnet: the kind overlay (a
@@ -149,6 +154,8 @@ func TestNodeMeshnetAsInstalled(t *testing.T) {
 		ping(t, c, ns, "r2", "12.12.12.1")
 		waitLinkKind(t, c, ns, "r1", v1beta1.LinkKindVXLAN)
 		waitLinkKind(t, c, ns, "r2", v1beta1.LinkKindVXLAN)
+
+		t.Run("CaptureThroughTheAPIServer", func(t *testing.T) { captureThroughAPIServer(t, c, ns) })
 	})
 	t.Run("MacvlanToTheNodeNIC", func(t *testing.T) {
 		ns := "macvlan"
@@ -160,6 +167,114 @@ func TestNodeMeshnetAsInstalled(t *testing.T) {
 			t.Errorf("r3's eth2 lacks 172.17.0.199/16:\n%s", out)
 		}
 	})
+}
+
+// captureThroughAPIServer runs kubectl meshnet capture as users of the
+// namespace ns (which holds twoRouters on two nodes) with client-certificate
+// kubeconfigs: the API server authenticates them and proxies to meshnet's
+// aggregated API, which relays the capture from r1's node. An editor's
+// capture of a ping is decoded by tshark; a viewer is refused by the API
+// server, and a missing interface is named, with nothing captured.
+func captureThroughAPIServer(t *testing.T, c *kubecluster.Cluster, ns string) {
+	ctx := context.Background()
+	waitAPIServiceAvailable(t, c, relayapi.APIService)
+	editor, viewer := userKubeconfig(t, c, ns, "edit"), userKubeconfig(t, c, ns, "view")
+	dir := t.TempDir()
+	run := func(kubeconfig string, args ...string) (int, string) {
+		var stderr strings.Builder
+		code := meshnetctl.Main(append([]string{"--kubeconfig", kubeconfig, "-n", ns, "capture"}, args...), io.Discard, &stderr)
+		return code, stderr.String()
+	}
+
+	t.Run("EditorCapturesAPing", func(t *testing.T) {
+		file := filepath.Join(dir, "r1-eth1.pcapng")
+		pinging, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			// Pings until the capture, limited to 10 packets, has ended.
+			for pinging.Err() == nil {
+				_, _ = c.Kubectl(pinging, "-n", ns, "exec", "r1", "--", "ping", "-c", "2", "-W", "1", "12.12.12.2")
+			}
+		}()
+		code, stderr := run(editor, "r1", "eth1", "-c", "10", "--duration", "60s", "-w", file)
+		stop()
+		<-done
+		if code != 0 {
+			t.Fatalf("kubectl meshnet capture r1 eth1 as an editor: exit %d\n%s", code, stderr)
+		}
+		out, err := exec.Command("tshark", "-r", file, "-Y", "icmp", "-T", "fields", "-e", "ip.src", "-e", "ip.dst", "-e", "icmp.type").CombinedOutput()
+		if err != nil {
+			t.Fatalf("tshark -r %s: %v\n%s", file, err, out)
+		}
+		if !strings.Contains(string(out), "12.12.12.1\t12.12.12.2\t8") || !strings.Contains(string(out), "12.12.12.2\t12.12.12.1\t0") {
+			t.Errorf("tshark's ICMP of the capture:\n%s\nwant echo requests 12.12.12.1 -> 12.12.12.2 and replies back", out)
+		}
+		t.Logf("captured through the API server:\n%s%s", out, stderr)
+	})
+	t.Run("ViewerIsRefused", func(t *testing.T) {
+		file := filepath.Join(dir, "viewer.pcapng")
+		code, stderr := run(viewer, "r1", "eth1", "-c", "1", "-w", file)
+		if code != 1 || !strings.Contains(stderr, "Error from server (Forbidden)") || !strings.Contains(stderr, "pods/capture") {
+			t.Errorf("capture as a viewer: exit %d, %q; want 1 and the API server's Forbidden for pods/capture", code, stderr)
+		}
+		if st, err := os.Stat(file); err == nil && st.Size() != 0 {
+			t.Errorf("a refused capture wrote %d bytes", st.Size())
+		}
+		t.Logf("as a viewer: %s", stderr)
+	})
+	t.Run("UnknownInterfaceIsNamed", func(t *testing.T) {
+		code, stderr := run(editor, "r1", "eth9", "-c", "1", "-w", filepath.Join(dir, "eth9.pcapng"))
+		if code != 1 || !strings.Contains(stderr, "Error from server (NotFound)") || !strings.Contains(stderr, "eth9") {
+			t.Errorf("capture of r1 eth9: exit %d, %q; want 1, NotFound naming eth9", code, stderr)
+		}
+		t.Logf("of eth9: %s", stderr)
+	})
+}
+
+// waitAPIServiceAvailable waits until the API server reports the
+// APIService Available: it reaches the relay and reads its discovery.
+func waitAPIServiceAvailable(t *testing.T, c *kubecluster.Cluster, name string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		out, err := c.Kubectl(context.Background(), "get", "apiservice", name, "-o", `jsonpath={.status.conditions[?(@.type=="Available")].status} {.status.conditions[?(@.type=="Available")].message}`)
+		if err == nil && strings.HasPrefix(out, "True") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("APIService %s not Available: %s %v", name, out, err)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// userKubeconfig writes the kubeconfig of a new user (a client certificate)
+// bound to ClusterRole role in namespace ns, and returns its path.
+func userKubeconfig(t *testing.T, c *kubecluster.Cluster, ns, role string) string {
+	t.Helper()
+	name := ns + "-" + role
+	u, err := c.ControlPlane.Env.AddUser(envtest.User{Name: name}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := u.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.Load(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cl := range cfg.Clusters {
+		cl.Server = c.ControlPlane.Config.Host
+	}
+	path := filepath.Join(t.TempDir(), name+".kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, c, "-n", ns, "create", "rolebinding", name, "--clusterrole", role, "--user", name)
+	return path
 }
 
 // macvlanRouter is meshnet-cni's macvlan form (tests/macvlan.yml there): a

@@ -5,7 +5,15 @@ package main
 import (
 	"os"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/meshnet/meshnet/internal/meshnetctl"
 )
 
-func main() { os.Exit(meshnetctl.Main(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	// controller-runtime's client logs nothing a user should see; unset,
+	// it prints a warning with a stack trace into a long run's output.
+	ctrllog.SetLogger(logr.Discard())
+	os.Exit(meshnetctl.Main(os.Args[1:], os.Stdout, os.Stderr))
+}

@@ -26,6 +26,7 @@ import (
 	"github.com/meshnet/meshnet/internal/controller"
 	"github.com/meshnet/meshnet/internal/daemonclient"
 	"github.com/meshnet/meshnet/internal/partition"
+	"github.com/meshnet/meshnet/internal/relay"
 )
 
 func main() {
@@ -49,6 +50,10 @@ func run() error {
 		metricsAddr  string
 		probeAddr    string
 		pprofAddr    string
+		relayAddr    string
+		relayNS      string
+		relaySecret  string
+		relayService string
 	)
 	flag.StringVar(&resolver.Namespace, "daemon-namespace", "meshnet", "namespace of the meshnetd Service")
 	flag.StringVar(&resolver.Service, "daemon-service", "meshnetd", "name of the meshnetd Service")
@@ -69,6 +74,10 @@ func run() error {
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the controller's /metrics; 0 disables it")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "address of net/http/pprof (/debug/pprof/); \"0\" (the default) serves none")
+	flag.StringVar(&relayAddr, "relay-bind-address", "0", "address of the aggregated API (APIService v1alpha1.meshnet.networkop.co.uk), which kubectl meshnet capture reaches through the API server (deploy/ serves it on :8443); \"0\" (the default) serves none")
+	flag.StringVar(&relayNS, "relay-namespace", "meshnet", "namespace of the relay's Service and of the Secret holding its certificate")
+	flag.StringVar(&relaySecret, "relay-secret", "meshnet-relay-tls", "Secret holding the relay's serving certificate and CA, made at first start")
+	flag.StringVar(&relayService, "relay-service", "meshnet-controller", "Service the APIService names; the serving certificate is for it")
 	flag.Parse()
 
 	ctrl.SetLogger(logr.FromSlogHandler(slog.NewJSONHandler(os.Stderr, nil)))
@@ -118,6 +127,12 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if relayAddr != "0" {
+		opts := relay.Options{Addr: relayAddr, Namespace: relayNS, Secret: relaySecret, Service: relayService}
+		if err := relay.AddToManager(ctx, mgr, &resolver, r.Pool, slog.New(slog.NewJSONHandler(os.Stderr, nil)), opts); err != nil {
+			return err
+		}
+	}
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}

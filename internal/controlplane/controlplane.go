@@ -7,10 +7,12 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/netip"
 	"os"
@@ -114,6 +116,17 @@ func StartWith(assets string, opts Options) (_ *ControlPlane, err error) {
 			return nil, err
 		}
 		api.CertDir = dir
+		// A cluster of real nodes serves aggregated APIs, as kubeadm's
+		// and kind's do: the front proxy's client certificate and the
+		// request-header settings it publishes to the API servers it
+		// proxies to (kube-system/extension-apiserver-authentication).
+		proxy, err := frontProxy(dir)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range proxy {
+			api.Configure().Set(k, v)
+		}
 		api.SecureServing.ListenAddr = envtest.ListenAddr{Address: opts.Address.String()}
 		if opts.Port != 0 {
 			api.SecureServing.ListenAddr.Port = strconv.Itoa(opts.Port)
@@ -230,4 +243,85 @@ func servingCerts(dir string, addr netip.Addr, serviceCIDR string) ([]byte, erro
 		}
 	}
 	return ca, nil
+}
+
+// frontProxyName is the front proxy's client certificate's name, the one
+// the aggregated API servers allow.
+const frontProxyName = "front-proxy-client"
+
+// frontProxy writes a front-proxy CA and a client certificate it signs into
+// dir, and returns the kube-apiserver flags that proxy to aggregated APIs
+// with them, routed to the endpoints of their Services (there is no
+// ClusterIP routing on the host).
+func frontProxy(dir string) (map[string]string, error) {
+	ca, err := NewFrontProxyCA()
+	if err != nil {
+		return nil, err
+	}
+	cert, key, err := ca.ClientCert(frontProxyName)
+	if err != nil {
+		return nil, err
+	}
+	files := map[string][]byte{"front-proxy-ca.crt": ca.PEM, "front-proxy-client.crt": cert, "front-proxy-client.key": key}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	return map[string]string{
+		"requestheader-client-ca-file":       filepath.Join(dir, "front-proxy-ca.crt"),
+		"requestheader-allowed-names":        frontProxyName,
+		"requestheader-username-headers":     "X-Remote-User",
+		"requestheader-group-headers":        "X-Remote-Group",
+		"requestheader-extra-headers-prefix": "X-Remote-Extra-",
+		"proxy-client-cert-file":             filepath.Join(dir, "front-proxy-client.crt"),
+		"proxy-client-key-file":              filepath.Join(dir, "front-proxy-client.key"),
+		"enable-aggregator-routing":          "true",
+	}, nil
+}
+
+// FrontProxyCA is the CA of an API server's front proxy: it signs the
+// client certificate the API server presents to aggregated API servers.
+type FrontProxyCA struct {
+	cert *x509.Certificate
+	key  *rsa.PrivateKey
+	// PEM is the CA's certificate.
+	PEM []byte
+}
+
+// NewFrontProxyCA makes a front-proxy CA.
+func NewFrontProxyCA() (*FrontProxyCA, error) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := certutil.NewSelfSignedCACert(certutil.Config{CommonName: "front-proxy-ca"}, key)
+	if err != nil {
+		return nil, fmt.Errorf("front proxy CA: %w", err)
+	}
+	return &FrontProxyCA{cert: cert, key: key, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})}, nil
+}
+
+// ClientCert signs a client certificate for common name cn, and returns it
+// and its key, PEM-encoded.
+func (ca *FrontProxyCA) ClientCert(cn string) (cert, key []byte, err error) {
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, nil, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(365 * 24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &k.PublicKey, ca.key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("client certificate for %s: %w", cn, err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)}), nil
 }

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -23,8 +26,9 @@ import (
 // stream as it is, application/x-pcapng, for curl ... | tshark -r -.
 const CapturePath = "/v1/namespaces/{namespace}/pods/{pod}/links/{interface}/capture"
 
-// captureQuery are CapturePath's query parameters.
-var captureQuery = []string{"max_packets", "duration", "snap_length"}
+// CaptureQuery are the query parameters of a capture over HTTP: here and
+// in the controller's aggregated API.
+var CaptureQuery = []string{"max_packets", "duration", "snap_length"}
 
 // captureHandler relays CaptureLink; errors are written by gw with m, as
 // every other REST call's.
@@ -34,7 +38,7 @@ func captureHandler(c meshnetv1.LinkServiceClient, gw *runtime.ServeMux, m runti
 		req := &meshnetv1.CaptureLinkRequest{
 			Namespace: r.PathValue("namespace"), Pod: r.PathValue("pod"), Interface: r.PathValue("interface"),
 		}
-		if err := captureParams(r, req); err != nil {
+		if err := CaptureParams(r.URL.Query(), req); err != nil {
 			fail(status.Error(codes.InvalidArgument, err.Error()))
 			return
 		}
@@ -47,44 +51,44 @@ func captureHandler(c meshnetv1.LinkServiceClient, gw *runtime.ServeMux, m runti
 			fail(err)
 			return
 		}
-		// Refusals (a bad request, no such link, no right to capture)
-		// come before the first piece, while the status can still say so.
-		first, err := stream.Recv()
-		if err != nil {
-			fail(err)
+		WriteCapture(w, stream, fail)
+	}
+}
+
+// WriteCapture writes a CaptureLink stream to w as application/x-pcapng,
+// each piece flushed as it comes. A refusal (a bad request, no such link,
+// no right to capture) comes before the first piece, while the status can
+// still say so: fail writes it. A failure half way cuts the body off
+// rather than ending it, so that the client sees the stream is incomplete.
+func WriteCapture(w http.ResponseWriter, stream grpc.ServerStreamingClient[meshnetv1.CaptureLinkResponse], fail func(error)) {
+	first, err := stream.Recv()
+	if err != nil {
+		fail(err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-pcapng")
+	rc := http.NewResponseController(w)
+	for msg := first; ; {
+		if _, err := w.Write(msg.GetData()); err != nil {
+			return // the client left; its context ends the call
+		}
+		if err := rc.Flush(); err != nil {
 			return
 		}
-		w.Header().Set("Content-Type", "application/x-pcapng")
-		rc := http.NewResponseController(w)
-		for msg := first; ; {
-			if _, err := w.Write(msg.GetData()); err != nil {
-				return // the client left; ctx ends the call
-			}
-			if err := rc.Flush(); err != nil {
-				return
-			}
-			if msg, err = stream.Recv(); errors.Is(err, io.EOF) {
-				return
-			} else if err != nil {
-				// A failure half way: the body is cut off, not ended, so
-				// that the client sees the stream is incomplete.
-				panic(http.ErrAbortHandler)
-			}
+		if msg, err = stream.Recv(); errors.Is(err, io.EOF) {
+			return
+		} else if err != nil {
+			panic(http.ErrAbortHandler)
 		}
 	}
 }
 
-// captureParams reads the query into req, naming any parameter it does not
-// know or cannot read.
-func captureParams(r *http.Request, req *meshnetv1.CaptureLinkRequest) error {
-	q := r.URL.Query()
+// CaptureParams reads q, CaptureQuery's parameters, into req, naming any
+// parameter it does not know or cannot read.
+func CaptureParams(q url.Values, req *meshnetv1.CaptureLinkRequest) error {
 	for k := range q {
-		known := false
-		for _, p := range captureQuery {
-			known = known || k == p
-		}
-		if !known {
-			return fmt.Errorf("%s: unknown query parameter (known: %s)", k, strings.Join(captureQuery, ", "))
+		if !slices.Contains(CaptureQuery, k) {
+			return fmt.Errorf("%s: unknown query parameter (known: %s)", k, strings.Join(CaptureQuery, ", "))
 		}
 	}
 	if s := q.Get("max_packets"); s != "" {

@@ -75,6 +75,12 @@ func (c *Cluster) newNode(i int) (*Node, error) {
 	if err := c.plug(n.Netns, ip, i+1); err != nil {
 		return nil, fmt.Errorf("node %s: %w", name, err)
 	}
+	// The host, the control plane's machine, reaches the node's pods as a
+	// control-plane node of kind or kubeadm does: the API server proxies
+	// to aggregated APIs (meshnet's relay) at their pods' addresses.
+	if err := run("ip", "route", "add", n.PodCIDR.String(), "via", ip.String(), "dev", hostNIC); err != nil {
+		return nil, fmt.Errorf("node %s: route to its pods: %w", name, err)
+	}
 	if err := n.mountNamespace(); err != nil {
 		return nil, fmt.Errorf("node %s: %w", name, err)
 	}

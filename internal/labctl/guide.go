@@ -95,16 +95,17 @@ func (g guide) String() string {
 }
 
 // kubectlMeshnet writes the guides' kubectl meshnet lines, when binDir
-// has the plugin: kubectl finds it on PATH.
-func kubectlMeshnet(w func(string, ...any), binDir, ns, pod, intf string) {
+// has the plugin (kubectl finds it on PATH), and reports whether it did.
+func kubectlMeshnet(w func(string, ...any), binDir, ns, pod, intf string) bool {
 	if _, err := os.Stat(filepath.Join(binDir, "kubectl-meshnet")); err != nil {
-		return
+		return false
 	}
 	w("  export PATH=%s:$PATH                       # kubectl finds its plugin kubectl-meshnet there", binDir)
 	w("  kubectl meshnet links -n %s", ns)
 	w("  kubectl meshnet down %s %s -n %s             # a cable pull, kept in the Topology", pod, intf, ns)
 	w("  kubectl meshnet up %s %s -n %s", pod, intf, ns)
 	w("  kubectl meshnet graph -n %s", ns)
+	return true
 }
 
 // pageLine is the guides' line naming the topology page of namespace ns,

@@ -180,7 +180,7 @@ func (g realGuide) String(ctx context.Context) (string, error) {
 		}
 		w("  kubectl edit topo -n %s %s                 # on link %s add:  state: down", g.ns, local.Name, local.Intf)
 		w("  kubectl get topo -n %s %s -o yaml          # status: what the kernel has", g.ns, local.Name)
-		kubectlMeshnet(w, g.binDir, g.ns, local.Name, local.Intf)
+		plugin := kubectlMeshnet(w, g.binDir, g.ns, local.Name, local.Intf)
 		for _, p := range pods.Items {
 			if p.Name == local.Name {
 				hostIP = p.Status.HostIP
@@ -194,8 +194,13 @@ func (g realGuide) String(ctx context.Context) (string, error) {
 		w(`  %s -plaintext -H "authorization: Bearer $TOKEN" -d '{"namespace":"%s","pod":"%s","interface":"%s","state":"LINK_STATE_DOWN"}' %s:%d meshnet.v1.LinkService/SetLinkState`,
 			grpcurl, g.ns, local.Name, local.Intf, hostIP, lab.GRPCPort)
 		w("  curl -s http://%s:%d/v1/namespaces/%s/pods/%s/links", hostIP, lab.HTTPPort, g.ns, local.Name)
-		w(`  curl -sN -H "authorization: Bearer $TOKEN" "http://%s:%d/v1/namespaces/%s/pods/%s/links/%s/capture?max_packets=4&duration=3s" | tshark -r -`,
-			hostIP, lab.HTTPPort, g.ns, local.Name, local.Intf)
+		if plugin {
+			w("  kubectl meshnet capture %s %s -n %s -c 4 --duration 3s -w - | tshark -r -   # its traffic, live, through the API server; or | wireshark -k -i -",
+				local.Name, local.Intf, g.ns)
+		} else {
+			w(`  curl -sN -H "authorization: Bearer $TOKEN" "http://%s:%d/v1/namespaces/%s/pods/%s/links/%s/capture?max_packets=4&duration=3s" | tshark -r -`,
+				hostIP, lab.HTTPPort, g.ns, local.Name, local.Intf)
+		}
 	}
 	w("  kubectl -n meshnet rollout restart daemonset/meshnetd   # links and their state survive")
 	if hostIP != "" {

@@ -25,6 +25,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -81,6 +82,7 @@ says the kernel has them.`,
 		newRoutesCommand(o),
 		newGraphCommand(o),
 		newWatchCommand(o),
+		newCaptureCommand(o),
 	)
 	return root
 }
@@ -94,6 +96,7 @@ type options struct {
 	stderr io.Writer
 
 	client    client.WithWatch
+	rest      *rest.Config
 	namespace string
 }
 
@@ -114,7 +117,7 @@ func (o *options) connect() error {
 	if err != nil {
 		return fmt.Errorf("client for %s: %w", rc.Host, err)
 	}
-	o.client = c
+	o.client, o.rest = c, rc
 	return nil
 }
 

@@ -1,0 +1,360 @@
+// Package relay is meshnet's aggregated API, served by the controller. The
+// Kubernetes API server authenticates a user (client certificate, token or
+// exec plugin, whatever their kubeconfig holds), authorizes get on
+// pods/capture in meshnet.networkop.co.uk, and proxies the request here
+// with the user's identity in request headers, as it proxies kubectl top to
+// metrics-server. The relay trusts those headers only from a client
+// certificate of the API server's front proxy, authorizes the user against
+// the pod's Topology with the rule meshnetd applies to its own callers, and
+// relays the call to the meshnetd of the pod's node. So the user never
+// needs the node addresses, nor a token of meshnet's.
+package relay
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/request/headerrequest"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/internal/auth"
+	"github.com/meshnet/meshnet/internal/daemonclient"
+	"github.com/meshnet/meshnet/internal/gateway"
+	"github.com/meshnet/meshnet/internal/linkserver"
+	"github.com/meshnet/meshnet/internal/relay/relayapi"
+)
+
+// The API server publishes its front proxy's settings in this ConfigMap,
+// under these keys, for every aggregated API server to read.
+const (
+	authConfigMapNamespace = "kube-system"
+	authConfigMapName      = "extension-apiserver-authentication"
+)
+
+// Daemons finds the meshnetd serving a node (partition.Resolver).
+type Daemons interface {
+	DaemonFor(ctx context.Context, node string) (string, error)
+}
+
+// Config is what a Server needs.
+type Config struct {
+	// Kube reads the front proxy's ConfigMap and makes the
+	// SubjectAccessReviews (through Checker).
+	Kube    kubernetes.Interface
+	Checker *auth.Checker
+	// Pods finds a pod's node.
+	Pods    client.Reader
+	Daemons Daemons
+	// Pool reaches the daemons with the controller's own credentials.
+	Pool *daemonclient.Pool
+	// Addr is where the relay serves, with Cert (ServingCert).
+	Addr string
+	Cert tls.Certificate
+	Log  *slog.Logger
+}
+
+// Server serves the aggregated API.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	ca      *dynamiccertificates.ConfigMapCAController
+	headers *headerrequest.RequestHeaderAuthRequestController
+	authn   authenticator.Request
+}
+
+// New returns a Server; Run follows the front proxy's settings.
+func New(cfg Config) (*Server, error) {
+	ca, err := dynamiccertificates.NewDynamicCAFromConfigMapController("requestheader-client-ca",
+		authConfigMapNamespace, authConfigMapName, "requestheader-client-ca-file", cfg.Kube)
+	if err != nil {
+		return nil, fmt.Errorf("front proxy CA: %w", err)
+	}
+	h := headerrequest.NewRequestHeaderAuthRequestController(authConfigMapName, authConfigMapNamespace, cfg.Kube,
+		"requestheader-username-headers", "requestheader-uid-headers", "requestheader-group-headers",
+		"requestheader-extra-headers-prefix", "requestheader-allowed-names")
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, log: log, ca: ca, headers: h}
+	s.authn = headerrequest.NewDynamicVerifyOptionsSecure(ca.VerifyOptions,
+		headerrequest.StringSliceProviderFunc(h.AllowedClientNames),
+		headerrequest.StringSliceProviderFunc(h.UsernameHeaders), headerrequest.StringSliceProviderFunc(h.UIDHeaders),
+		headerrequest.StringSliceProviderFunc(h.GroupHeaders), headerrequest.StringSliceProviderFunc(h.ExtraHeaderPrefixes))
+	return s, nil
+}
+
+// Start follows the front proxy's settings, then serves on Config.Addr
+// until ctx ends.
+func (s *Server) Start(ctx context.Context) error {
+	s.follow(ctx)
+	// The front proxy's client certificate is asked for, not required
+	// here: the authenticator verifies it against the CA of the moment.
+	srv := &http.Server{Addr: s.cfg.Addr, Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		TLSConfig:   &tls.Config{Certificates: []tls.Certificate{s.cfg.Cert}, ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS12},
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	go func() {
+		<-ctx.Done()
+		shut, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shut)
+	}()
+	s.log.Info("aggregated API serving", "address", s.cfg.Addr, "apiservice", relayapi.APIService)
+	if err := srv.ListenAndServeTLS("", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve the aggregated API on %s: %w", s.cfg.Addr, err)
+	}
+	return nil
+}
+
+// follow reads the front proxy's settings and follows their changes until
+// ctx ends. It waits a while for the CA, so that the first requests are
+// judged by it. An API server without a front proxy (no
+// --requestheader-client-ca-file) proxies to no aggregated API: the relay
+// then refuses every capture (401) rather than stopping the controller,
+// and takes the settings when they appear.
+func (s *Server) follow(ctx context.Context) {
+	if err := errors.Join(s.ca.RunOnce(ctx), s.headers.RunOnce(ctx)); err != nil {
+		s.log.Warn("the API server's front proxy settings are not readable yet", "configmap", authConfigMapNamespace+"/"+authConfigMapName, "error", err)
+	}
+	go s.ca.Run(ctx, 1)
+	go s.headers.Run(ctx, 1)
+	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for len(s.ca.CurrentCABundleContent()) == 0 {
+		select {
+		case <-wait.Done():
+			s.log.Warn("the API server publishes no front proxy CA: captures are refused until it does",
+				"configmap", authConfigMapNamespace+"/"+authConfigMapName, "key", "requestheader-client-ca-file")
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// NeedLeaderElection is false: every controller replica serves the API,
+// the Service spreads requests over them.
+func (s *Server) NeedLeaderElection() bool { return false }
+
+// Handler serves discovery and the captures.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /apis", s.discovery)
+	mux.HandleFunc("GET /apis/"+relayapi.Group, s.discovery)
+	mux.HandleFunc("GET "+relayapi.GroupVersionPath, s.discovery)
+	mux.HandleFunc("GET "+relayapi.GroupVersionPath+"/namespaces/{namespace}/"+relayapi.Resource+"/{pod}/"+relayapi.CaptureSubresource, s.capture)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeStatus(w, &apierrors.StatusError{ErrStatus: metav1.Status{Code: http.StatusNotFound, Reason: metav1.StatusReasonNotFound,
+			Message: fmt.Sprintf("%s %s: not part of %s (its one resource is %s/%s)", r.Method, r.URL.Path, relayapi.APIService, relayapi.Resource, relayapi.CaptureSubresource)}})
+	})
+	return mux
+}
+
+// discovery serves the API's discovery documents: they say what exists,
+// which is no secret, and the API server's availability check reads them.
+func (s *Server) discovery(w http.ResponseWriter, r *http.Request) {
+	gv := metav1.GroupVersionForDiscovery{GroupVersion: relayapi.Group + "/" + relayapi.Version, Version: relayapi.Version}
+	group := metav1.APIGroup{
+		TypeMeta: metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"},
+		Name:     relayapi.Group, Versions: []metav1.GroupVersionForDiscovery{gv}, PreferredVersion: gv,
+	}
+	var doc any
+	switch r.URL.Path {
+	case "/apis":
+		doc = metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{group}}
+	case "/apis/" + relayapi.Group:
+		doc = group
+	default:
+		doc = metav1.APIResourceList{
+			TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
+			GroupVersion: gv.GroupVersion,
+			APIResources: []metav1.APIResource{{
+				Name: relayapi.Resource + "/" + relayapi.CaptureSubresource, Namespaced: true,
+				Kind: "Capture", Verbs: metav1.Verbs{"get"},
+			}},
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(doc)
+}
+
+// capture relays a capture of one of a pod's links from its node's meshnetd.
+func (s *Server) capture(w http.ResponseWriter, r *http.Request) {
+	ns, name := r.PathValue("namespace"), r.PathValue("pod")
+	q := r.URL.Query()
+	req := &meshnetv1.CaptureLinkRequest{Namespace: ns, Pod: name, Interface: q.Get(relayapi.InterfaceParam)}
+	q.Del(relayapi.InterfaceParam)
+	user, err := s.authenticate(r)
+	if err != nil {
+		writeStatus(w, err)
+		return
+	}
+	log := s.log.With("user", user.Username, "namespace", ns, "pod", name, "link", req.Interface)
+	if req.Interface == "" {
+		writeStatus(w, apierrors.NewBadRequest(relayapi.InterfaceParam+": required, the pod's interface to capture (for example ?interface=eth1)"))
+		return
+	}
+	if err := gateway.CaptureParams(q, req); err != nil {
+		writeStatus(w, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	// The right to capture a link is the right to change it: the rule
+	// meshnetd applies to its own callers, applied to the user.
+	access := linkserver.Policy(false)[meshnetv1.LinkService_CaptureLink_FullMethodName]
+	if err := s.cfg.Checker.Authorize(r.Context(), user, access, ns); err != nil {
+		writeStatus(w, fromGRPC(err))
+		return
+	}
+	pod := &corev1.Pod{}
+	if err := s.cfg.Pods.Get(r.Context(), client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil {
+		writeStatus(w, err)
+		return
+	}
+	node := pod.Spec.NodeName
+	if node == "" {
+		writeStatus(w, apierrors.NewConflict(corev1.Resource("pods"), name, errors.New("the pod is on no node yet: nothing to capture")))
+		return
+	}
+	addr, err := s.cfg.Daemons.DaemonFor(r.Context(), node)
+	if err != nil {
+		writeStatus(w, apierrors.NewServiceUnavailable(fmt.Sprintf("meshnetd of node %s: %v", node, err)))
+		return
+	}
+	conn, err := s.cfg.Pool.Conn(addr)
+	if err != nil {
+		writeStatus(w, apierrors.NewServiceUnavailable(err.Error()))
+		return
+	}
+	stream, err := meshnetv1.NewLinkServiceClient(conn).CaptureLink(r.Context(), req)
+	if err != nil {
+		writeStatus(w, fromGRPC(err))
+		return
+	}
+	log.Info("capture relayed", "node", node, "daemon", addr)
+	start := time.Now()
+	gateway.WriteCapture(w, stream, func(err error) { writeStatus(w, fromGRPC(err)) })
+	log.Info("capture ended", "node", node, "took", time.Since(start).Round(time.Millisecond))
+}
+
+// authenticate reads the user the API server's front proxy names, from a
+// request that presents the front proxy's client certificate.
+func (s *Server) authenticate(r *http.Request) (authnv1.UserInfo, error) {
+	res, ok, err := s.authn.AuthenticateRequest(r)
+	if err != nil || !ok {
+		why := "no client certificate"
+		if err != nil {
+			why = err.Error()
+		}
+		return authnv1.UserInfo{}, apierrors.NewUnauthorized("meshnet's aggregated API is reached through the Kubernetes API server, and this request is not from its front proxy: " + why)
+	}
+	u := res.User
+	extra := map[string]authnv1.ExtraValue{}
+	for k, v := range u.GetExtra() {
+		extra[k] = v
+	}
+	return authnv1.UserInfo{Username: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups(), Extra: extra}, nil
+}
+
+// fromGRPC turns a meshnetd or checker error into the API's status: the
+// user's mistakes keep their meaning (a bad request, a missing link, a
+// refusal), as kubectl prints them.
+func fromGRPC(err error) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return apierrors.NewInternalError(err)
+	}
+	code := runtime.HTTPStatusFromCode(st.Code())
+	reason := map[codes.Code]metav1.StatusReason{
+		codes.InvalidArgument:    metav1.StatusReasonBadRequest,
+		codes.NotFound:           metav1.StatusReasonNotFound,
+		codes.PermissionDenied:   metav1.StatusReasonForbidden,
+		codes.Unauthenticated:    metav1.StatusReasonUnauthorized,
+		codes.FailedPrecondition: metav1.StatusReasonConflict,
+		codes.AlreadyExists:      metav1.StatusReasonAlreadyExists,
+		codes.Unavailable:        metav1.StatusReasonServiceUnavailable,
+		codes.DeadlineExceeded:   metav1.StatusReasonTimeout,
+		codes.ResourceExhausted:  metav1.StatusReasonTooManyRequests,
+	}[st.Code()]
+	if reason == "" {
+		reason = metav1.StatusReasonInternalError
+	}
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: int32(code), Reason: reason, Message: st.Message(),
+	}}
+}
+
+// writeStatus writes err as the Status object kubectl reads errors from.
+func writeStatus(w http.ResponseWriter, err error) {
+	st := apierrors.APIStatus(apierrors.NewInternalError(err))
+	var se apierrors.APIStatus
+	if errors.As(err, &se) {
+		st = se
+	}
+	s := st.Status()
+	s.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+	s.Status = metav1.StatusFailure
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(int(s.Code))
+	_ = json.NewEncoder(w).Encode(s)
+}
+
+// Options are where and with which certificate a controller serves the
+// relay.
+type Options struct {
+	// Addr is the relay's address.
+	Addr string
+	// Namespace holds Service, which the APIService names, and Secret,
+	// which keeps the serving certificate (ServingCert).
+	Namespace, Secret, Service string
+}
+
+// AddToManager has every replica of mgr's controller serve the relay, with
+// the serving certificate kept in the Secret and trusted by the APIService.
+func AddToManager(ctx context.Context, mgr manager.Manager, daemons Daemons, pool *daemonclient.Pool, log *slog.Logger, o Options) error {
+	cfg := mgr.GetConfig()
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	cert, ca, err := ServingCert(ctx, kube, o.Namespace, o.Secret, o.Service)
+	if err != nil {
+		return err
+	}
+	if err := TrustCA(ctx, dyn, ca); err != nil {
+		// Without its APIService (not deployed) the relay serves no one;
+		// the controller goes on.
+		log.Warn("aggregated API not registered", "error", err)
+	}
+	s, err := New(Config{Kube: kube, Checker: auth.NewChecker(kube, reviewTTL), Pods: mgr.GetCache(),
+		Daemons: daemons, Pool: pool, Addr: o.Addr, Cert: cert, Log: log})
+	if err != nil {
+		return err
+	}
+	return mgr.Add(s)
+}
+
+// reviewTTL is how long a user's SubjectAccessReview answer is reused.
+const reviewTTL = 10 * time.Second

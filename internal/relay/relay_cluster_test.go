@@ -1,0 +1,246 @@
+//go:build cluster
+
+package relay
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/internal/auth"
+	"github.com/meshnet/meshnet/internal/controlplane"
+	"github.com/meshnet/meshnet/internal/controlplane/clustertest"
+	"github.com/meshnet/meshnet/internal/daemonclient"
+	"github.com/meshnet/meshnet/internal/relay/relayapi"
+)
+
+// TestClusterRelay serves the relay with a real API server behind it: the
+// front proxy's settings read from the API server's ConfigMap, users'
+// rights decided by SubjectAccessReview against real RBAC, pods read from
+// the API server. The meshnetd it relays to is a stand-in that streams two
+// pieces, or refuses eth9: the daemon's own capture is proven in the
+// kernel tier, and the whole path through kube-apiserver on real nodes in
+// deploy's node test.
+func TestClusterRelay(t *testing.T) {
+	env := clustertest.Start(t)
+	ctx := context.Background()
+	kube := kubernetes.NewForConfigOrDie(env.Config)
+	proxyCA, err := controlplane.NewFrontProxyCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishFrontProxy(t, kube, proxyCA)
+
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "lab"}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: "r1"},
+			Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "c", Image: "alpine"}}}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: "pending"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "alpine"}}}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: "orphan"},
+			Spec: corev1.PodSpec{NodeName: "node-9", Containers: []corev1.Container{{Name: "c", Image: "alpine"}}}},
+		// editor may patch the namespace's Topologies, viewer may read them.
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: "topologies"}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"networkop.co.uk"}, Resources: []string{"topologies"}, Verbs: []string{"get", "patch"}}}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: "view"}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"networkop.co.uk"}, Resources: []string{"topologies"}, Verbs: []string{"get", "list", "watch"}}}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: "editor"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "topologies"},
+			Subjects: []rbacv1.Subject{{Kind: "User", Name: "editor"}}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: "viewer"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "view"},
+			Subjects: []rbacv1.Subject{{Kind: "User", Name: "viewer"}}},
+	} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	daemon := startDaemon(t)
+	srv, err := New(Config{Kube: kube, Checker: auth.NewChecker(kube, time.Second), Pods: env.Client,
+		Daemons: daemons{"node-1": daemon}, Pool: daemonclient.NewPool(nil, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	t.Cleanup(stop)
+	// Start's own listener is not used: the test serves the handler with
+	// httptest's, asking for client certificates as Start does.
+	srv.follow(runCtx)
+	ts := httptest.NewUnstartedServer(srv.Handler())
+	ts.TLS = &tls.Config{ClientAuth: tls.RequestClientCert}
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+
+	proxy := clientFor(t, ts, proxyCA, "front-proxy-client")
+	other, err := controlplane.NewFrontProxyCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	capture := func(c *http.Client, user, path string) (int, string, http.Header) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, ts.URL+path, nil)
+		if user != "" {
+			req.Header.Set("X-Remote-User", user)
+			req.Header.Set("X-Remote-Group", "system:authenticated")
+		}
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(body), res.Header
+	}
+	r1 := relayapi.CapturePath("lab", "r1") + "?interface=eth1&max_packets=2"
+
+	t.Run("Discovery", func(t *testing.T) {
+		code, body, _ := capture(ts.Client(), "", relayapi.GroupVersionPath)
+		var list metav1.APIResourceList
+		if err := json.Unmarshal([]byte(body), &list); code != http.StatusOK || err != nil || len(list.APIResources) != 1 ||
+			list.APIResources[0].Name != "pods/capture" || list.GroupVersion != relayapi.Group+"/"+relayapi.Version {
+			t.Errorf("GET %s: %d %s; want the APIResourceList of pods/capture", relayapi.GroupVersionPath, code, body)
+		}
+	})
+	t.Run("EditorGetsTheStream", func(t *testing.T) {
+		code, body, h := capture(proxy, "editor", r1)
+		if code != http.StatusOK || body != "piece 1;piece 2;" || h.Get("Content-Type") != "application/x-pcapng" {
+			t.Errorf("capture as editor: %d %q (%s); want 200 and the daemon's two pieces as application/x-pcapng", code, body, h.Get("Content-Type"))
+		}
+	})
+	// Each refusal is a Status naming what is wrong, and reaches no daemon.
+	refusals := []struct {
+		name     string
+		client   *http.Client
+		user     string
+		path     string
+		code     int
+		contains string
+	}{
+		{"NoClientCertificate", ts.Client(), "editor", r1, http.StatusUnauthorized, "front proxy"},
+		{"CertificateOfAnotherCA", clientFor(t, ts, other, "front-proxy-client"), "editor", r1, http.StatusUnauthorized, "front proxy"},
+		{"NameNotAllowed", clientFor(t, ts, proxyCA, "mallory"), "editor", r1, http.StatusUnauthorized, "front proxy"},
+		{"ViewerMayNotCapture", proxy, "viewer", r1, http.StatusForbidden, `viewer may not patch topologies.networkop.co.uk in namespace "lab"`},
+		{"NoInterface", proxy, "editor", relayapi.CapturePath("lab", "r1"), http.StatusBadRequest, "interface: required"},
+		{"UnknownParameter", proxy, "editor", r1 + "&count=3", http.StatusBadRequest, "count: unknown query parameter"},
+		{"BadDuration", proxy, "editor", r1 + "&duration=5parsecs", http.StatusBadRequest, `duration: "5parsecs" is not a duration`},
+		{"UnknownPod", proxy, "editor", relayapi.CapturePath("lab", "r9") + "?interface=eth1", http.StatusNotFound, `pods "r9" not found`},
+		{"PodOnNoNode", proxy, "editor", relayapi.CapturePath("lab", "pending") + "?interface=eth1", http.StatusConflict, "on no node yet"},
+		{"NodeWithoutDaemon", proxy, "editor", relayapi.CapturePath("lab", "orphan") + "?interface=eth1", http.StatusServiceUnavailable, "meshnetd of node node-9"},
+		{"DaemonRefusesTheLink", proxy, "editor", relayapi.CapturePath("lab", "r1") + "?interface=eth9", http.StatusNotFound, "eth9"},
+	}
+	for _, tc := range refusals {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body, _ := capture(tc.client, tc.user, tc.path)
+			var st metav1.Status
+			if err := json.Unmarshal([]byte(body), &st); err != nil || code != tc.code || st.Kind != "Status" || int(st.Code) != tc.code ||
+				!strings.Contains(st.Message, tc.contains) {
+				t.Errorf("GET %s as %s: %d %s; want a Status %d containing %q", tc.path, tc.user, code, body, tc.code, tc.contains)
+			}
+		})
+	}
+}
+
+// publishFrontProxy writes the front proxy's settings into the ConfigMap
+// the API server publishes them in, as kube-apiserver's
+// --requestheader-* flags do (envtest's API server has none).
+func publishFrontProxy(t *testing.T, kube kubernetes.Interface, ca *controlplane.FrontProxyCA) {
+	t.Helper()
+	cms := kube.CoreV1().ConfigMaps(authConfigMapNamespace)
+	cm, err := cms.Get(context.Background(), authConfigMapName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cm.Data == nil {
+		cm.Data = map[string]string{}
+	}
+	for k, v := range map[string]string{
+		"requestheader-client-ca-file":       string(ca.PEM),
+		"requestheader-allowed-names":        `["front-proxy-client"]`,
+		"requestheader-username-headers":     `["X-Remote-User"]`,
+		"requestheader-uid-headers":          `[]`,
+		"requestheader-group-headers":        `["X-Remote-Group"]`,
+		"requestheader-extra-headers-prefix": `["X-Remote-Extra-"]`,
+	} {
+		cm.Data[k] = v
+	}
+	if _, err := cms.Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// clientFor is an HTTPS client of ts presenting a client certificate for
+// cn signed by ca.
+func clientFor(t *testing.T, ts *httptest.Server, ca *controlplane.FrontProxyCA, cn string) *http.Client {
+	t.Helper()
+	certPEM, keyPEM, err := ca.ClientCert(cn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ts.Certificate())
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{cert}}}}
+}
+
+// daemons finds the stand-in daemon of each node.
+type daemons map[string]string
+
+func (d daemons) DaemonFor(_ context.Context, node string) (string, error) {
+	if addr, ok := d[node]; ok {
+		return addr, nil
+	}
+	return "", fmt.Errorf("no meshnetd endpoint on node %s", node)
+}
+
+// captureDaemon stands in for meshnetd's CaptureLink.
+type captureDaemon struct {
+	meshnetv1.UnimplementedLinkServiceServer
+}
+
+func (captureDaemon) CaptureLink(req *meshnetv1.CaptureLinkRequest, s grpc.ServerStreamingServer[meshnetv1.CaptureLinkResponse]) error {
+	if req.GetInterface() != "eth1" {
+		return status.Errorf(codes.NotFound, "interface %s: pod %s has no link on it", req.GetInterface(), req.GetPod())
+	}
+	for i := range 2 {
+		if err := s.Send(&meshnetv1.CaptureLinkResponse{Data: fmt.Appendf(nil, "piece %d;", i+1)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func startDaemon(t *testing.T) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	meshnetv1.RegisterLinkServiceServer(g, captureDaemon{})
+	go g.Serve(lis)
+	t.Cleanup(g.Stop)
+	return lis.Addr().String()
+}
