@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -211,6 +213,24 @@ func captureThroughAPIServer(t *testing.T, c *kubecluster.Cluster, ns string) {
 			t.Errorf("tshark's ICMP of the capture:\n%s\nwant echo requests 12.12.12.1 -> 12.12.12.2 and replies back", out)
 		}
 		t.Logf("captured through the API server:\n%s%s", out, stderr)
+	})
+	t.Run("ViewerReadsCounters", func(t *testing.T) {
+		var stdout, stderr strings.Builder
+		code := meshnetctl.Main([]string{"--kubeconfig", viewer, "-n", ns, "links", "r1", "--counters"}, &stdout, &stderr)
+		lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+		if code != 0 || len(lines) != 2 {
+			t.Fatalf("links r1 --counters as a viewer: exit %d\n%s%s", code, stdout.String(), stderr.String())
+		}
+		head, row := strings.Fields(lines[0]), strings.Fields(lines[1])
+		col := slices.Index(head, "RX-PACKETS")
+		if col < 0 || len(row) != len(head) || row[1] != "eth1" {
+			t.Fatalf("links r1 --counters:\n%s\nwant r1's eth1 with an RX-PACKETS column", stdout.String())
+		}
+		// The pings above crossed eth1: the kernel counted their replies.
+		if n, err := strconv.Atoi(row[col]); err != nil || n < 4 {
+			t.Errorf("links r1 --counters: RX-PACKETS %q, want at least the 4 echo replies captured above\n%s", row[col], stdout.String())
+		}
+		t.Logf("$ kubectl meshnet links r1 -n %s --counters\n%s", ns, stdout.String())
 	})
 	t.Run("ViewerIsRefused", func(t *testing.T) {
 		file := filepath.Join(dir, "viewer.pcapng")

@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
-	"github.com/meshnet/meshnet/internal/partition"
 )
 
 // NodeLinks reads the link ends of one namespace's pods on one Kubernetes
@@ -31,10 +30,13 @@ type Daemons struct {
 	// every node, this one too, is asked over gRPC.
 	Node  string
 	Local LinkLister
-	// Resolver finds a node's meshnetd; Dial returns the connection to its
-	// address (daemonclient.Pool's Conn, which keeps one per address).
-	Resolver *partition.Resolver
-	Dial     func(addr string) (*grpc.ClientConn, error)
+	// Resolver finds a node's meshnetd (a partition.Resolver); Dial
+	// returns the connection to its address (daemonclient.Pool's Conn,
+	// which keeps one per address).
+	Resolver interface {
+		DaemonFor(ctx context.Context, node string) (string, error)
+	}
+	Dial func(addr string) (*grpc.ClientConn, error)
 }
 
 // NodeLinks implements NodeLinks.

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshnet/meshnet/internal/relay/relayapi"
 )
@@ -100,11 +99,11 @@ func (f captureFlags) output(stdout io.Writer) (io.Writer, func() error, error) 
 // capture streams a capture of pod's intf from the aggregated API into w,
 // and returns how many bytes it wrote.
 func (o *options) capture(ctx context.Context, w io.Writer, pod, intf string, f captureFlags) (int64, error) {
-	cs, err := kubernetes.NewForConfig(o.rest)
+	api, err := o.aggregated()
 	if err != nil {
 		return 0, err
 	}
-	req := cs.CoreV1().RESTClient().Get().AbsPath(relayapi.CapturePath(o.namespace, pod)).
+	req := api.Get().AbsPath(relayapi.CapturePath(o.namespace, pod)).
 		Param(relayapi.InterfaceParam, intf)
 	if f.count != 0 {
 		req = req.Param("max_packets", strconv.FormatUint(uint64(f.count), 10))

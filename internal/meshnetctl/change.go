@@ -293,7 +293,7 @@ func (o *options) changeLink(ctx context.Context, w io.Writer, pod, intf string,
 	}
 	t, err := o.waitConverged(ctx, w, t, l.UID, prevErr, wf.timeout)
 	if t != nil {
-		if perr := printLinks(w, linkViews([]v1beta1.Topology{onlyLink(t, index)}), false); perr != nil {
+		if perr := printLinks(w, linkViews([]v1beta1.Topology{onlyLink(t, index)}), false, false); perr != nil {
 			return perr
 		}
 	}

@@ -10,28 +10,42 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/encoding/protojson"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/dataserver"
 	"github.com/meshnet/meshnet/internal/netemconv"
+	"github.com/meshnet/meshnet/internal/relay/relayapi"
 )
 
 func newLinksCommand(o *options) *cobra.Command {
-	var output string
+	var (
+		output   string
+		counters bool
+	)
 	cmd := &cobra.Command{
 		Use:   "links [POD]",
 		Short: "List the links of a namespace's pods, or of one pod, as the kernel has them",
 		Long: `List every link end: its peer, kind, admin state, carrier, MTU and netem,
 as the pod's node read them from the kernel into the Topology's status.
-A link whose state is <pending> is not wired yet (its status says why).`,
+A link whose state is <pending> is not wired yet (its status says why).
+
+--counters adds each end's packet, byte and drop counters, read from the
+kernel now by the meshnetd of each pod's node, through the API server and
+meshnet's aggregated API (list on links in meshnet.networkop.co.uk, in the
+namespace's view role).`,
 		Example: `  # Every link of the namespace
   kubectl meshnet links -n lab
 
   # One pod's links, with what the Topology asks for next to them
   kubectl meshnet links r1 -n lab -o wide
+
+  # With the kernel's counters, read now
+  kubectl meshnet links -n lab --counters
 
   # The links that are down, with jq
   kubectl meshnet links -n lab -o json | jq '.items[] | select(.status.state == "down")'`,
@@ -49,6 +63,11 @@ A link whose state is <pending> is not wired yet (its status says why).`,
 				return err
 			}
 			views := linkViews(topos)
+			if counters {
+				if err := o.addCounters(cmd.Context(), views, args); err != nil {
+					return err
+				}
+			}
 			switch output {
 			case "json", "yaml":
 				return printStructured(cmd.OutOrStdout(), output, linkList{Items: views})
@@ -57,10 +76,11 @@ A link whose state is <pending> is not wired yet (its status says why).`,
 				fmt.Fprintf(cmd.ErrOrStderr(), "No links found in %s namespace.\n", o.namespace)
 				return nil
 			}
-			return printLinks(cmd.OutOrStdout(), views, output == "wide")
+			return printLinks(cmd.OutOrStdout(), views, output == "wide", counters)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide, json or yaml")
+	cmd.Flags().BoolVar(&counters, "counters", false, "add the kernel's packet, byte and drop counters of each end, read now from the pods' nodes")
 	return cmd
 }
 
@@ -101,6 +121,20 @@ type linkView struct {
 	Peer      string              `json:"peer"`
 	Spec      v1beta1.Link        `json:"spec"`
 	Status    *v1beta1.LinkStatus `json:"status,omitempty"`
+	// Counters are the kernel's, read now (--counters); nil when not
+	// asked for, or when the end is not in the kernel.
+	Counters *counters `json:"counters,omitempty"`
+}
+
+// counters are an end's kernel counters.
+type counters struct {
+	RxPackets uint64 `json:"rxPackets"`
+	TxPackets uint64 `json:"txPackets"`
+	RxBytes   uint64 `json:"rxBytes"`
+	TxBytes   uint64 `json:"txBytes"`
+	// Drops are the interface's drops, both ways, and its qdisc's (netem
+	// loss among them).
+	Drops uint64 `json:"drops"`
 }
 
 // linkList is the -o json and -o yaml form of links.
@@ -130,9 +164,12 @@ func peerOf(t *v1beta1.Topology, l *v1beta1.Link) string {
 	return dataserver.PeerID(l, t.Status.Node) + ":" + l.PeerIntf
 }
 
-func printLinks(w io.Writer, views []linkView, wide bool) error {
+func printLinks(w io.Writer, views []linkView, wide, withCounters bool) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
 	head := "POD\tINTERFACE\tPEER\tKIND\tSTATE\tCARRIER\tMTU\tNETEM\tNODE"
+	if withCounters {
+		head += "\tRX-PACKETS\tTX-PACKETS\tRX-BYTES\tTX-BYTES\tDROPS"
+	}
 	if wide {
 		head += "\tUID\tADDRESS\tWANTED\tERROR"
 	}
@@ -145,6 +182,13 @@ func printLinks(w io.Writer, views []linkView, wide bool) error {
 			netem, lastErr = words(s.Netem), or(s.LastError, none)
 		}
 		row := []string{v.Pod, v.Spec.LocalIntf, v.Peer, kind, state, carrier, mtu, netem, node}
+		if withCounters {
+			if c := v.Counters; c != nil {
+				row = append(row, fmtUint(c.RxPackets), fmtUint(c.TxPackets), fmtUint(c.RxBytes), fmtUint(c.TxBytes), fmtUint(c.Drops))
+			} else {
+				row = append(row, none, none, none, none, none)
+			}
+		}
 		if wide {
 			row = append(row, strconv.Itoa(v.Spec.UID), or(v.Spec.LocalIP, none), wanted(&v.Spec), lastErr)
 		}
@@ -186,6 +230,8 @@ func or(s, alt string) string {
 	return s
 }
 
+func fmtUint(n uint64) string { return strconv.FormatUint(n, 10) }
+
 func yesNo(b bool) string {
 	if b {
 		return "yes"
@@ -220,4 +266,41 @@ func printStructured(w io.Writer, format string, v any) error {
 	}
 	_, err = fmt.Fprintf(w, "%s\n", data)
 	return err
+}
+
+// addCounters reads the kernel's counters of the namespace's link ends, or
+// of the one pod's in args, through meshnet's aggregated API, and adds them
+// to views.
+func (o *options) addCounters(ctx context.Context, views []linkView, args []string) error {
+	api, err := o.aggregated()
+	if err != nil {
+		return err
+	}
+	req := api.Get().AbsPath(relayapi.LinksPath(o.namespace))
+	if len(args) == 1 {
+		req = req.Param(relayapi.PodParam, args[0])
+	}
+	data, err := req.DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("counters: %w", err)
+	}
+	var resp meshnetv1.ListLinksResponse
+	if err := protojson.Unmarshal(data, &resp); err != nil {
+		return fmt.Errorf("counters: read the aggregated API's answer: %w", err)
+	}
+	type end struct{ pod, intf string }
+	read := make(map[end]*meshnetv1.LinkStatus, len(resp.GetLinks()))
+	for _, l := range resp.GetLinks() {
+		read[end{l.GetPod().GetName(), l.GetInterface()}] = l
+	}
+	for i := range views {
+		l, ok := read[end{views[i].Pod, views[i].Spec.LocalIntf}]
+		if !ok {
+			continue
+		}
+		c := l.GetCounters()
+		views[i].Counters = &counters{RxPackets: c.GetRxPackets(), TxPackets: c.GetTxPackets(), RxBytes: c.GetRxBytes(), TxBytes: c.GetTxBytes(),
+			Drops: c.GetRxDrops() + c.GetTxDrops() + l.GetQdiscDrops()}
+	}
+	return nil
 }

@@ -25,6 +25,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -119,6 +120,16 @@ func (o *options) connect() error {
 	}
 	o.client, o.rest = c, rc
 	return nil
+}
+
+// aggregated is a client of the API server for the paths of meshnet's
+// aggregated API (relayapi), which reach the pods' nodes.
+func (o *options) aggregated() (rest.Interface, error) {
+	cs, err := kubernetes.NewForConfig(o.rest)
+	if err != nil {
+		return nil, fmt.Errorf("client for %s: %w", o.rest.Host, err)
+	}
+	return cs.CoreV1().RESTClient(), nil
 }
 
 // scheme holds the kinds the command reads.

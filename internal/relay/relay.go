@@ -1,29 +1,38 @@
-// Package relay is meshnet's aggregated API, served by the controller. The
-// Kubernetes API server authenticates a user (client certificate, token or
-// exec plugin, whatever their kubeconfig holds), authorizes get on
-// pods/capture in meshnet.networkop.co.uk, and proxies the request here
-// with the user's identity in request headers, as it proxies kubectl top to
-// metrics-server. The relay trusts those headers only from a client
-// certificate of the API server's front proxy, authorizes the user against
-// the pod's Topology with the rule meshnetd applies to its own callers, and
-// relays the call to the meshnetd of the pod's node. So the user never
-// needs the node addresses, nor a token of meshnet's.
+// Package relay is meshnet's aggregated API, served by the controller: the
+// path from the Kubernetes API server to the pods' nodes. The API server
+// authenticates a user (client certificate, token or exec plugin, whatever
+// their kubeconfig holds), authorizes the request on the aggregated API's
+// resources (get on pods/capture, list on links, in
+// meshnet.networkop.co.uk), and proxies it here with the user's identity
+// in request headers, as it proxies kubectl top to metrics-server. The
+// relay trusts those headers only from a client certificate of the API
+// server's front proxy, authorizes the user against the namespace's
+// Topologies with the rules meshnetd applies to its own callers, and
+// relays the call to the meshnetd of the pod's node, or of every node of
+// the namespace's pods. So the user never needs the node addresses, nor a
+// token of meshnet's.
 package relay
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -37,8 +46,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/auth"
 	"github.com/meshnet/meshnet/internal/daemonclient"
+	"github.com/meshnet/meshnet/internal/dataserver"
 	"github.com/meshnet/meshnet/internal/gateway"
 	"github.com/meshnet/meshnet/internal/linkserver"
 	"github.com/meshnet/meshnet/internal/relay/relayapi"
@@ -162,9 +173,11 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /apis/"+relayapi.Group, s.discovery)
 	mux.HandleFunc("GET "+relayapi.GroupVersionPath, s.discovery)
 	mux.HandleFunc("GET "+relayapi.GroupVersionPath+"/namespaces/{namespace}/"+relayapi.Resource+"/{pod}/"+relayapi.CaptureSubresource, s.capture)
+	mux.HandleFunc("GET "+relayapi.GroupVersionPath+"/namespaces/{namespace}/"+relayapi.LinksResource, s.links)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, &apierrors.StatusError{ErrStatus: metav1.Status{Code: http.StatusNotFound, Reason: metav1.StatusReasonNotFound,
-			Message: fmt.Sprintf("%s %s: not part of %s (its one resource is %s/%s)", r.Method, r.URL.Path, relayapi.APIService, relayapi.Resource, relayapi.CaptureSubresource)}})
+			Message: fmt.Sprintf("%s %s: not part of %s (its resources are %s/%s and %s)", r.Method, r.URL.Path, relayapi.APIService,
+				relayapi.Resource, relayapi.CaptureSubresource, relayapi.LinksResource)}})
 	})
 	return mux
 }
@@ -190,6 +203,8 @@ func (s *Server) discovery(w http.ResponseWriter, r *http.Request) {
 			APIResources: []metav1.APIResource{{
 				Name: relayapi.Resource + "/" + relayapi.CaptureSubresource, Namespaced: true,
 				Kind: "Capture", Verbs: metav1.Verbs{"get"},
+			}, {
+				Name: relayapi.LinksResource, Namespaced: true, Kind: "Link", Verbs: metav1.Verbs{"list"},
 			}},
 		}
 	}
@@ -254,6 +269,96 @@ func (s *Server) capture(w http.ResponseWriter, r *http.Request) {
 	gateway.WriteCapture(w, stream, func(err error) { writeStatus(w, fromGRPC(err)) })
 	log.Info("capture ended", "node", node, "took", time.Since(start).Round(time.Millisecond))
 }
+
+// readTopologies is what reading a namespace's links needs: whoever may
+// list its Topologies (and so read the status the kernel reported) may read
+// their live counters.
+var readTopologies = auth.Access{Verb: "list", Group: v1beta1.GroupVersion.Group, Resource: "topologies"}
+
+// links reads the link ends of a namespace's pods, or of one pod, with
+// their kernel counters, from the meshnetds of the nodes that host them.
+func (s *Server) links(w http.ResponseWriter, r *http.Request) {
+	ns := r.PathValue("namespace")
+	q := r.URL.Query()
+	for k := range q {
+		if k != relayapi.PodParam {
+			writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("%s: unknown query parameter (known: %s)", k, relayapi.PodParam)))
+			return
+		}
+	}
+	pod := q.Get(relayapi.PodParam)
+	user, err := s.authenticate(r)
+	if err != nil {
+		writeStatus(w, err)
+		return
+	}
+	if err := s.cfg.Checker.Authorize(r.Context(), user, readTopologies, ns); err != nil {
+		writeStatus(w, fromGRPC(err))
+		return
+	}
+	var pods corev1.PodList
+	if err := s.cfg.Pods.List(r.Context(), &pods, client.InNamespace(ns)); err != nil {
+		writeStatus(w, err)
+		return
+	}
+	nodes := map[string]bool{}
+	found := false
+	for _, p := range pods.Items {
+		if pod == "" || p.Name == pod {
+			found = true
+			if p.Spec.NodeName != "" {
+				nodes[p.Spec.NodeName] = true
+			}
+		}
+	}
+	if pod != "" && !found {
+		writeStatus(w, apierrors.NewNotFound(corev1.Resource("pods"), pod))
+		return
+	}
+	ends, err := s.nodeLinks(r.Context(), ns, slices.Sorted(maps.Keys(nodes)))
+	if err != nil {
+		writeStatus(w, apierrors.NewServiceUnavailable(err.Error()))
+		return
+	}
+	out := &meshnetv1.ListLinksResponse{}
+	for _, e := range ends {
+		if pod == "" || e.GetPod().GetName() == pod {
+			out.Links = append(out.Links, e)
+		}
+	}
+	slices.SortFunc(out.Links, func(a, b *meshnetv1.LinkStatus) int {
+		return cmp.Or(strings.Compare(a.GetPod().GetName(), b.GetPod().GetName()), strings.Compare(a.GetInterface(), b.GetInterface()))
+	})
+	data, err := protojson.Marshal(out)
+	if err != nil {
+		writeStatus(w, apierrors.NewInternalError(err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(data)
+}
+
+// nodeLinks asks every node's meshnetd at once for the namespace's link
+// ends; a node that does not answer fails the read, named.
+func (s *Server) nodeLinks(ctx context.Context, ns string, nodes []string) ([]*meshnetv1.LinkStatus, error) {
+	ctx, cancel := context.WithTimeout(ctx, nodeReadTimeout)
+	defer cancel()
+	d := &dataserver.Daemons{Resolver: s.cfg.Daemons, Dial: s.cfg.Pool.Conn}
+	got := make([][]*meshnetv1.LinkStatus, len(nodes))
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Go(func() { got[i], errs[i] = d.NodeLinks(ctx, n, ns) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return slices.Concat(got...), nil
+}
+
+// nodeReadTimeout bounds a read of the nodes' link ends.
+const nodeReadTimeout = 10 * time.Second
 
 // authenticate reads the user the API server's front proxy names, from a
 // request that presents the front proxy's client certificate.

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -116,9 +117,9 @@ func TestClusterRelay(t *testing.T) {
 	t.Run("Discovery", func(t *testing.T) {
 		code, body, _ := capture(ts.Client(), "", relayapi.GroupVersionPath)
 		var list metav1.APIResourceList
-		if err := json.Unmarshal([]byte(body), &list); code != http.StatusOK || err != nil || len(list.APIResources) != 1 ||
-			list.APIResources[0].Name != "pods/capture" || list.GroupVersion != relayapi.Group+"/"+relayapi.Version {
-			t.Errorf("GET %s: %d %s; want the APIResourceList of pods/capture", relayapi.GroupVersionPath, code, body)
+		if err := json.Unmarshal([]byte(body), &list); code != http.StatusOK || err != nil || len(list.APIResources) != 2 ||
+			list.APIResources[0].Name != "pods/capture" || list.APIResources[1].Name != "links" || list.GroupVersion != relayapi.Group+"/"+relayapi.Version {
+			t.Errorf("GET %s: %d %s; want the APIResourceList of pods/capture and links", relayapi.GroupVersionPath, code, body)
 		}
 	})
 	t.Run("EditorGetsTheStream", func(t *testing.T) {
@@ -148,6 +149,28 @@ func TestClusterRelay(t *testing.T) {
 		{"NodeWithoutDaemon", proxy, "editor", relayapi.CapturePath("lab", "orphan") + "?interface=eth1", http.StatusServiceUnavailable, "meshnetd of node node-9"},
 		{"DaemonRefusesTheLink", proxy, "editor", relayapi.CapturePath("lab", "r1") + "?interface=eth9", http.StatusNotFound, "eth9"},
 	}
+	t.Run("ViewerReadsCounters", func(t *testing.T) {
+		code, body, _ := capture(proxy, "viewer", relayapi.LinksPath("lab")+"?pod=r1")
+		var got meshnetv1.ListLinksResponse
+		if err := protojson.Unmarshal([]byte(body), &got); code != http.StatusOK || err != nil || len(got.GetLinks()) != 1 ||
+			got.GetLinks()[0].GetCounters().GetRxPackets() != 10 {
+			t.Errorf("links of r1 as viewer: %d %s (%v); want 200 and r1's eth1 with 10 packets received", code, body, err)
+		}
+	})
+	refusals = append(refusals, []struct {
+		name     string
+		client   *http.Client
+		user     string
+		path     string
+		code     int
+		contains string
+	}{
+		{"LinksOfNobody", proxy, "nobody", relayapi.LinksPath("lab"), http.StatusForbidden, `nobody may not list topologies.networkop.co.uk in namespace "lab"`},
+		{"LinksOfUnknownPod", proxy, "viewer", relayapi.LinksPath("lab") + "?pod=r9", http.StatusNotFound, `pods "r9" not found`},
+		{"LinksUnknownParameter", proxy, "viewer", relayapi.LinksPath("lab") + "?node=node-1", http.StatusBadRequest, "node: unknown query parameter (known: pod)"},
+		// orphan's node has no meshnetd: the namespace's read names it.
+		{"LinksOfANodeWithoutDaemon", proxy, "viewer", relayapi.LinksPath("lab"), http.StatusServiceUnavailable, "node-9"},
+	}...)
 	for _, tc := range refusals {
 		t.Run(tc.name, func(t *testing.T) {
 			code, body, _ := capture(tc.client, tc.user, tc.path)
@@ -215,9 +238,16 @@ func (d daemons) DaemonFor(_ context.Context, node string) (string, error) {
 	return "", fmt.Errorf("no meshnetd endpoint on node %s", node)
 }
 
-// captureDaemon stands in for meshnetd's CaptureLink.
+// captureDaemon stands in for meshnetd's CaptureLink and ListLinks.
 type captureDaemon struct {
 	meshnetv1.UnimplementedLinkServiceServer
+}
+
+func (captureDaemon) ListLinks(_ context.Context, req *meshnetv1.ListLinksRequest) (*meshnetv1.ListLinksResponse, error) {
+	return &meshnetv1.ListLinksResponse{Links: []*meshnetv1.LinkStatus{{
+		Pod: &meshnetv1.PodRef{Namespace: req.GetNamespace(), Name: "r1"}, Interface: "eth1",
+		Counters: &meshnetv1.LinkCounters{RxPackets: 10},
+	}}}, nil
 }
 
 func (captureDaemon) CaptureLink(req *meshnetv1.CaptureLinkRequest, s grpc.ServerStreamingServer[meshnetv1.CaptureLinkResponse]) error {

@@ -20,6 +20,12 @@ const (
 	Resource           = "pods"
 	CaptureSubresource = "capture"
 
+	// LinksResource is the namespace's link ends as the kernel has them,
+	// counters included: list on links in Group. PodParam narrows it to
+	// one pod.
+	LinksResource = "links"
+	PodParam      = "pod"
+
 	// InterfaceParam is the capture's query parameter naming the pod's
 	// interface; the others are gateway.CaptureQuery's.
 	InterfaceParam = "interface"
@@ -31,4 +37,9 @@ const GroupVersionPath = "/apis/" + Group + "/" + Version
 // CapturePath is the path of a capture of one of pod's links.
 func CapturePath(namespace, pod string) string {
 	return path.Join(GroupVersionPath, "namespaces", url.PathEscape(namespace), Resource, url.PathEscape(pod), CaptureSubresource)
+}
+
+// LinksPath is the path of the link ends of namespace's pods.
+func LinksPath(namespace string) string {
+	return path.Join(GroupVersionPath, "namespaces", url.PathEscape(namespace), LinksResource)
 }
