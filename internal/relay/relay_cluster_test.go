@@ -129,14 +129,7 @@ func TestClusterRelay(t *testing.T) {
 		}
 	})
 	// Each refusal is a Status naming what is wrong, and reaches no daemon.
-	refusals := []struct {
-		name     string
-		client   *http.Client
-		user     string
-		path     string
-		code     int
-		contains string
-	}{
+	refusals := []refusal{
 		{"NoClientCertificate", ts.Client(), "editor", r1, http.StatusUnauthorized, "front proxy"},
 		{"CertificateOfAnotherCA", clientFor(t, ts, other, "front-proxy-client"), "editor", r1, http.StatusUnauthorized, "front proxy"},
 		{"NameNotAllowed", clientFor(t, ts, proxyCA, "mallory"), "editor", r1, http.StatusUnauthorized, "front proxy"},
@@ -157,14 +150,7 @@ func TestClusterRelay(t *testing.T) {
 			t.Errorf("links of r1 as viewer: %d %s (%v); want 200 and r1's eth1 with 10 packets received", code, body, err)
 		}
 	})
-	refusals = append(refusals, []struct {
-		name     string
-		client   *http.Client
-		user     string
-		path     string
-		code     int
-		contains string
-	}{
+	refusals = append(refusals, []refusal{
 		{"LinksOfNobody", proxy, "nobody", relayapi.LinksPath("lab"), http.StatusForbidden, `nobody may not list topologies.networkop.co.uk in namespace "lab"`},
 		{"LinksOfUnknownPod", proxy, "viewer", relayapi.LinksPath("lab") + "?pod=r9", http.StatusNotFound, `pods "r9" not found`},
 		{"LinksUnknownParameter", proxy, "viewer", relayapi.LinksPath("lab") + "?node=node-1", http.StatusBadRequest, "node: unknown query parameter (known: pod)"},
@@ -181,6 +167,17 @@ func TestClusterRelay(t *testing.T) {
 			}
 		})
 	}
+}
+
+// refusal is a request the relay refuses: with code, and a Status whose
+// message contains contains.
+type refusal struct {
+	name     string
+	client   *http.Client
+	user     string
+	path     string
+	code     int
+	contains string
 }
 
 // publishFrontProxy writes the front proxy's settings into the ConfigMap
