@@ -5,6 +5,7 @@ package deploy_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -380,7 +381,7 @@ func TestClusterRBACLeastPrivilege(t *testing.T) {
 	env := clustertest.Start(t)
 	kubeconfig := env.Kubeconfig(t)
 	m := render(t, ".")
-	kubectl(t, kubeconfig, m.yaml(t, "Namespace", "ServiceAccount", "ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding"),
+	kubectl(t, kubeconfig, m.yaml(t, "Namespace", "ServiceAccount", "ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding", "Secret", "APIService"),
 		"apply", "--server-side", "-f", "-")
 
 	type access struct {
@@ -473,7 +474,9 @@ func TestClusterRBACLeastPrivilege(t *testing.T) {
 	}{
 		{"get", "", "secrets", namespace, "meshnet-relay-tls", true},
 		{"update", "", "secrets", namespace, "meshnet-relay-tls", true},
-		{"create", "", "secrets", namespace, "", true},
+		// A create could make a token Secret of another account: deploy/
+		// makes the relay's Secret, empty.
+		{"create", "", "secrets", namespace, "", false},
 		{"get", "", "secrets", namespace, "meshnetd-token", false},
 		{"patch", "apiregistration.k8s.io", "apiservices", "", "v1alpha1.meshnet.networkop.co.uk", true},
 		{"patch", "apiregistration.k8s.io", "apiservices", "", "v1beta1.metrics.k8s.io", false},
@@ -518,7 +521,7 @@ func TestClusterControllerRunsAsItsServiceAccount(t *testing.T) {
 	env := clustertest.Start(t)
 	kubeconfig := env.Kubeconfig(t)
 	m := render(t, ".")
-	kubectl(t, kubeconfig, m.yaml(t, "Namespace", "ServiceAccount", "ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding"),
+	kubectl(t, kubeconfig, m.yaml(t, "Namespace", "ServiceAccount", "ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding", "Secret", "APIService"),
 		"apply", "--server-side", "-f", "-")
 	bin := build(t, "meshnet-controller")
 
@@ -533,9 +536,9 @@ func TestClusterControllerRunsAsItsServiceAccount(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	probeAddr, metricsAddr := freeAddr(t), freeAddr(t)
+	probeAddr, metricsAddr, relayAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	args := append(slices.Clone(c.Args), "--token-file="+tokenFile,
-		"--health-probe-bind-address="+probeAddr, "--metrics-bind-address="+metricsAddr)
+		"--health-probe-bind-address="+probeAddr, "--metrics-bind-address="+metricsAddr, "--relay-bind-address="+relayAddr)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+tokenKubeconfig(t, env, token))
 	var logs syncBuffer
@@ -572,6 +575,22 @@ func TestClusterControllerRunsAsItsServiceAccount(t *testing.T) {
 		return nil
 	})
 	waitFor(t, ctx, exited, &waitErr, "/metrics answers 200", func() error { return get200("http://" + metricsAddr + "/metrics") })
+	// The relay filled its Secret and had the APIService trust its CA.
+	var sec corev1.Secret
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "meshnet-relay-tls"}, &sec); err != nil {
+		t.Fatal(err)
+	}
+	api := &unstructured.Unstructured{}
+	api.SetAPIVersion("apiregistration.k8s.io/v1")
+	api.SetKind("APIService")
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: "v1alpha1.meshnet.networkop.co.uk"}, api); err != nil {
+		t.Fatal(err)
+	}
+	bundle, _, _ := unstructured.NestedString(api.Object, "spec", "caBundle")
+	if len(sec.Data["tls.crt"]) == 0 || bundle == "" || bundle != base64.StdEncoding.EncodeToString(sec.Data["ca.crt"]) {
+		t.Errorf("relay: Secret meshnet-relay-tls holds %d bytes of certificate, APIService caBundle %d bytes; want the Secret filled and its ca.crt as the bundle",
+			len(sec.Data["tls.crt"]), len(bundle))
+	}
 	// Informers that were refused retry and log; give them a few seconds.
 	time.Sleep(3 * time.Second)
 	if out := logs.String(); strings.Contains(out, "forbidden") {

@@ -214,6 +214,31 @@ func captureThroughAPIServer(t *testing.T, c *kubecluster.Cluster, ns string) {
 		}
 		t.Logf("captured through the API server:\n%s%s", out, stderr)
 	})
+	// The API server cuts a request off at its --request-timeout (60s)
+	// unless it is long-running, as a proxy subresource is.
+	t.Run("OutlivesTheRequestTimeout", func(t *testing.T) {
+		file := filepath.Join(dir, "long.pcapng")
+		pinging, stop := context.WithCancel(ctx)
+		defer stop()
+		go func() {
+			_, _ = c.Kubectl(pinging, "-n", ns, "exec", "r1", "--", "ping", "-c", "70", "-i", "1", "12.12.12.2")
+		}()
+		code, stderr := run(editor, "r1", "eth1", "--duration", "65s", "-w", file)
+		if code != 0 {
+			t.Fatalf("a 65s capture: exit %d\n%s", code, stderr)
+		}
+		out, err := exec.Command("tshark", "-r", file, "-Y", "icmp", "-T", "fields", "-e", "frame.time_relative").Output()
+		if err != nil {
+			t.Fatalf("tshark -r %s: %v", file, err)
+		}
+		times := strings.Fields(string(out))
+		if len(times) == 0 {
+			t.Fatal("the 65s capture has no ICMP packet")
+		}
+		if last, err := strconv.ParseFloat(times[len(times)-1], 64); err != nil || last < 61 {
+			t.Errorf("the 65s capture's last ICMP packet is at %ss, want past the API server's 60s request timeout", times[len(times)-1])
+		}
+	})
 	t.Run("ViewerReadsCounters", func(t *testing.T) {
 		var stdout, stderr strings.Builder
 		code := meshnetctl.Main([]string{"--kubeconfig", viewer, "-n", ns, "links", "r1", "--counters"}, &stdout, &stderr)
@@ -235,8 +260,8 @@ func captureThroughAPIServer(t *testing.T, c *kubecluster.Cluster, ns string) {
 	t.Run("ViewerIsRefused", func(t *testing.T) {
 		file := filepath.Join(dir, "viewer.pcapng")
 		code, stderr := run(viewer, "r1", "eth1", "-c", "1", "-w", file)
-		if code != 1 || !strings.Contains(stderr, "Error from server (Forbidden)") || !strings.Contains(stderr, "pods/capture") {
-			t.Errorf("capture as a viewer: exit %d, %q; want 1 and the API server's Forbidden for pods/capture", code, stderr)
+		if code != 1 || !strings.Contains(stderr, "Error from server (Forbidden)") || !strings.Contains(stderr, "pods/proxy") {
+			t.Errorf("capture as a viewer: exit %d, %q; want 1 and the API server's Forbidden for pods/proxy", code, stderr)
 		}
 		if st, err := os.Stat(file); err == nil && st.Size() != 0 {
 			t.Errorf("a refused capture wrote %d bytes", st.Size())

@@ -18,6 +18,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -76,11 +77,15 @@ func run() error {
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "address of net/http/pprof (/debug/pprof/); \"0\" (the default) serves none")
 	flag.StringVar(&relayAddr, "relay-bind-address", "0", "address of the aggregated API (APIService v1alpha1.meshnet.networkop.co.uk), which kubectl meshnet capture reaches through the API server (deploy/ serves it on :8443); \"0\" (the default) serves none")
 	flag.StringVar(&relayNS, "relay-namespace", "meshnet", "namespace of the relay's Service and of the Secret holding its certificate")
-	flag.StringVar(&relaySecret, "relay-secret", "meshnet-relay-tls", "Secret holding the relay's serving certificate and CA, made at first start")
+	flag.StringVar(&relaySecret, "relay-secret", "meshnet-relay-tls", "Secret holding the relay's serving certificate and CA, made empty by deploy/ and filled at first start (deploy/'s Role names meshnet-relay-tls in meshnet)")
 	flag.StringVar(&relayService, "relay-service", "meshnet-controller", "Service the APIService names; the serving certificate is for it")
 	flag.Parse()
 
-	ctrl.SetLogger(logr.FromSlogHandler(slog.NewJSONHandler(os.Stderr, nil)))
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	ctrl.SetLogger(logr.FromSlogHandler(logger.Handler()))
+	// client-go's and the relay's k8s.io/apiserver controllers log through
+	// klog: the same JSON lines.
+	klog.SetSlogLogger(logger)
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
@@ -129,7 +134,7 @@ func run() error {
 	defer stop()
 	if relayAddr != "0" {
 		opts := relay.Options{Addr: relayAddr, Namespace: relayNS, Secret: relaySecret, Service: relayService}
-		if err := relay.AddToManager(ctx, mgr, &resolver, r.Pool, slog.New(slog.NewJSONHandler(os.Stderr, nil)), opts); err != nil {
+		if err := relay.AddToManager(ctx, mgr, &resolver, r.Pool, logger, opts); err != nil {
 			return err
 		}
 	}

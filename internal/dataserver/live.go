@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/internal/partition"
 )
 
 // NodeLinks reads the link ends of one namespace's pods on one Kubernetes
@@ -33,10 +34,8 @@ type Daemons struct {
 	// Resolver finds a node's meshnetd (a partition.Resolver); Dial
 	// returns the connection to its address (daemonclient.Pool's Conn,
 	// which keeps one per address).
-	Resolver interface {
-		DaemonFor(ctx context.Context, node string) (string, error)
-	}
-	Dial func(addr string) (*grpc.ClientConn, error)
+	Resolver partition.Finder
+	Dial     func(addr string) (*grpc.ClientConn, error)
 }
 
 // NodeLinks implements NodeLinks.

@@ -26,9 +26,9 @@ import (
 // stream as it is, application/x-pcapng, for curl ... | tshark -r -.
 const CapturePath = "/v1/namespaces/{namespace}/pods/{pod}/links/{interface}/capture"
 
-// CaptureQuery are the query parameters of a capture over HTTP: here and
-// in the controller's aggregated API.
-var CaptureQuery = []string{"max_packets", "duration", "snap_length"}
+// captureQuery are the query parameters of a capture over HTTP
+// (CaptureParams reads them, here and in the controller's aggregated API).
+var captureQuery = []string{"max_packets", "duration", "snap_length"}
 
 // captureHandler relays CaptureLink; errors are written by gw with m, as
 // every other REST call's.
@@ -83,12 +83,12 @@ func WriteCapture(w http.ResponseWriter, stream grpc.ServerStreamingClient[meshn
 	}
 }
 
-// CaptureParams reads q, CaptureQuery's parameters, into req, naming any
+// CaptureParams reads q, captureQuery's parameters, into req, naming any
 // parameter it does not know or cannot read.
 func CaptureParams(q url.Values, req *meshnetv1.CaptureLinkRequest) error {
 	for k := range q {
-		if !slices.Contains(CaptureQuery, k) {
-			return fmt.Errorf("%s: unknown query parameter (known: %s)", k, strings.Join(CaptureQuery, ", "))
+		if !slices.Contains(captureQuery, k) {
+			return fmt.Errorf("%s: unknown query parameter (known: %s)", k, strings.Join(captureQuery, ", "))
 		}
 	}
 	if s := q.Get("max_packets"); s != "" {

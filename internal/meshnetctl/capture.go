@@ -25,12 +25,12 @@ as a pcapng stream that Wireshark and tshark read. The link is not changed
 
 The capture goes through the API server to meshnet's aggregated API
 (v1alpha1.meshnet.networkop.co.uk), which relays it from the meshnetd of the
-pod's node. You need the right to change the link: patch on the pod's
-Topology (the namespace's edit role has it, and get on pods/capture in
-meshnet.networkop.co.uk, which meshnet adds to the edit role).
+pod's node. You need the right to change the link: patch on Topologies in
+the pod's namespace, and get on pods/proxy in meshnet.networkop.co.uk
+there (the namespace's edit role has both).
 
 It ends after --count packets or --duration, when you press Ctrl-C, or when
-the pod goes away.`,
+the pod goes away; the API server keeps it open for as long as it runs.`,
 		Example: `  # Watch r1's eth1 live in Wireshark
   kubectl meshnet capture r1 eth1 -n lab -w - | wireshark -k -i -
 
@@ -103,8 +103,7 @@ func (o *options) capture(ctx context.Context, w io.Writer, pod, intf string, f 
 	if err != nil {
 		return 0, err
 	}
-	req := api.Get().AbsPath(relayapi.CapturePath(o.namespace, pod)).
-		Param(relayapi.InterfaceParam, intf)
+	req := api.Get().AbsPath(relayapi.CapturePath(o.namespace, pod, intf))
 	if f.count != 0 {
 		req = req.Param("max_packets", strconv.FormatUint(uint64(f.count), 10))
 	}

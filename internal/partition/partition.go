@@ -37,6 +37,11 @@ func IndexEndpointSlices(ctx context.Context, indexer client.FieldIndexer) error
 	})
 }
 
+// Finder finds a node's meshnetd: a Resolver, or a test's stand-in.
+type Finder interface {
+	DaemonFor(ctx context.Context, node string) (string, error)
+}
+
 // Resolver finds a node's meshnetd.
 type Resolver struct {
 	// Reader is a cache indexed with IndexEndpointSlices.

@@ -2,7 +2,7 @@
 // path from the Kubernetes API server to the pods' nodes. The API server
 // authenticates a user (client certificate, token or exec plugin, whatever
 // their kubeconfig holds), authorizes the request on the aggregated API's
-// resources (get on pods/capture, list on links, in
+// resources (get on pods/proxy for a capture, list on links, in
 // meshnet.networkop.co.uk), and proxies it here with the user's identity
 // in request headers, as it proxies kubectl top to metrics-server. The
 // relay trusts those headers only from a client certificate of the API
@@ -24,12 +24,14 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -52,6 +54,7 @@ import (
 	"github.com/meshnet/meshnet/internal/dataserver"
 	"github.com/meshnet/meshnet/internal/gateway"
 	"github.com/meshnet/meshnet/internal/linkserver"
+	"github.com/meshnet/meshnet/internal/partition"
 	"github.com/meshnet/meshnet/internal/relay/relayapi"
 )
 
@@ -62,11 +65,6 @@ const (
 	authConfigMapName      = "extension-apiserver-authentication"
 )
 
-// Daemons finds the meshnetd serving a node (partition.Resolver).
-type Daemons interface {
-	DaemonFor(ctx context.Context, node string) (string, error)
-}
-
 // Config is what a Server needs.
 type Config struct {
 	// Kube reads the front proxy's ConfigMap and makes the
@@ -75,7 +73,7 @@ type Config struct {
 	Checker *auth.Checker
 	// Pods finds a pod's node.
 	Pods    client.Reader
-	Daemons Daemons
+	Daemons partition.Finder
 	// Pool reaches the daemons with the controller's own credentials.
 	Pool *daemonclient.Pool
 	// Addr is where the relay serves, with Cert (ServingCert).
@@ -172,12 +170,12 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /apis", s.discovery)
 	mux.HandleFunc("GET /apis/"+relayapi.Group, s.discovery)
 	mux.HandleFunc("GET "+relayapi.GroupVersionPath, s.discovery)
-	mux.HandleFunc("GET "+relayapi.GroupVersionPath+"/namespaces/{namespace}/"+relayapi.Resource+"/{pod}/"+relayapi.CaptureSubresource, s.capture)
+	mux.HandleFunc("GET "+relayapi.GroupVersionPath+"/namespaces/{namespace}/"+relayapi.Resource+"/{pod}/"+relayapi.ProxySubresource+"/links/{interface}/capture", s.capture)
 	mux.HandleFunc("GET "+relayapi.GroupVersionPath+"/namespaces/{namespace}/"+relayapi.LinksResource, s.links)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, &apierrors.StatusError{ErrStatus: metav1.Status{Code: http.StatusNotFound, Reason: metav1.StatusReasonNotFound,
 			Message: fmt.Sprintf("%s %s: not part of %s (its resources are %s/%s and %s)", r.Method, r.URL.Path, relayapi.APIService,
-				relayapi.Resource, relayapi.CaptureSubresource, relayapi.LinksResource)}})
+				relayapi.Resource, relayapi.ProxySubresource, relayapi.LinksResource)}})
 	})
 	return mux
 }
@@ -201,8 +199,8 @@ func (s *Server) discovery(w http.ResponseWriter, r *http.Request) {
 			TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
 			GroupVersion: gv.GroupVersion,
 			APIResources: []metav1.APIResource{{
-				Name: relayapi.Resource + "/" + relayapi.CaptureSubresource, Namespaced: true,
-				Kind: "Capture", Verbs: metav1.Verbs{"get"},
+				Name: relayapi.Resource + "/" + relayapi.ProxySubresource, Namespaced: true,
+				Kind: "PodProxyOptions", Verbs: metav1.Verbs{"get"},
 			}, {
 				Name: relayapi.LinksResource, Namespaced: true, Kind: "Link", Verbs: metav1.Verbs{"list"},
 			}},
@@ -212,93 +210,118 @@ func (s *Server) discovery(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(doc)
 }
 
-// capture relays a capture of one of a pod's links from its node's meshnetd.
+// capture relays a capture of one of a pod's links from its node's
+// meshnetd.
 func (s *Server) capture(w http.ResponseWriter, r *http.Request) {
 	ns, name := r.PathValue("namespace"), r.PathValue("pod")
-	q := r.URL.Query()
-	req := &meshnetv1.CaptureLinkRequest{Namespace: ns, Pod: name, Interface: q.Get(relayapi.InterfaceParam)}
-	q.Del(relayapi.InterfaceParam)
+	req := &meshnetv1.CaptureLinkRequest{Namespace: ns, Pod: name, Interface: r.PathValue("interface")}
+	log := s.log.With("pod", ns+"/"+name, "link", req.Interface)
 	user, err := s.authenticate(r)
 	if err != nil {
-		writeStatus(w, err)
+		s.refuse(w, log, err)
 		return
 	}
-	log := s.log.With("user", user.Username, "namespace", ns, "pod", name, "link", req.Interface)
-	if req.Interface == "" {
-		writeStatus(w, apierrors.NewBadRequest(relayapi.InterfaceParam+": required, the pod's interface to capture (for example ?interface=eth1)"))
-		return
-	}
-	if err := gateway.CaptureParams(q, req); err != nil {
-		writeStatus(w, apierrors.NewBadRequest(err.Error()))
+	log = log.With("user", user.Username)
+	if err := gateway.CaptureParams(withoutTimeout(r.URL.Query()), req); err != nil {
+		s.refuse(w, log, apierrors.NewBadRequest(err.Error()))
 		return
 	}
 	// The right to capture a link is the right to change it: the rule
 	// meshnetd applies to its own callers, applied to the user.
-	access := linkserver.Policy(false)[meshnetv1.LinkService_CaptureLink_FullMethodName]
+	access, ok := linkserver.Policy(false)[meshnetv1.LinkService_CaptureLink_FullMethodName]
+	if !ok {
+		s.refuse(w, log, apierrors.NewInternalError(errors.New("CaptureLink is not in meshnetd's access policy")))
+		return
+	}
 	if err := s.cfg.Checker.Authorize(r.Context(), user, access, ns); err != nil {
-		writeStatus(w, fromGRPC(err))
+		s.refuse(w, log, fromGRPC(err))
 		return
 	}
 	pod := &corev1.Pod{}
 	if err := s.cfg.Pods.Get(r.Context(), client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil {
-		writeStatus(w, err)
+		s.refuse(w, log, err)
 		return
 	}
 	node := pod.Spec.NodeName
 	if node == "" {
-		writeStatus(w, apierrors.NewConflict(corev1.Resource("pods"), name, errors.New("the pod is on no node yet: nothing to capture")))
+		s.refuse(w, log, apierrors.NewConflict(corev1.Resource("pods"), name, errors.New("the pod is on no node yet: nothing to capture")))
 		return
 	}
-	addr, err := s.cfg.Daemons.DaemonFor(r.Context(), node)
+	log = log.With("node", node)
+	conn, err := s.daemon(r.Context(), node)
 	if err != nil {
-		writeStatus(w, apierrors.NewServiceUnavailable(fmt.Sprintf("meshnetd of node %s: %v", node, err)))
-		return
-	}
-	conn, err := s.cfg.Pool.Conn(addr)
-	if err != nil {
-		writeStatus(w, apierrors.NewServiceUnavailable(err.Error()))
+		s.refuse(w, log, err)
 		return
 	}
 	stream, err := meshnetv1.NewLinkServiceClient(conn).CaptureLink(r.Context(), req)
 	if err != nil {
-		writeStatus(w, fromGRPC(err))
+		s.refuse(w, log, fromDaemon(err))
 		return
 	}
-	log.Info("capture relayed", "node", node, "daemon", addr)
+	log.Info("capture relayed")
 	start := time.Now()
-	gateway.WriteCapture(w, stream, func(err error) { writeStatus(w, fromGRPC(err)) })
-	log.Info("capture ended", "node", node, "took", time.Since(start).Round(time.Millisecond))
+	defer func() { log.Info("capture ended", "took", time.Since(start).Round(time.Millisecond)) }()
+	gateway.WriteCapture(w, stream, func(err error) { s.refuse(w, log, fromDaemon(err)) })
 }
 
-// readTopologies is what reading a namespace's links needs: whoever may
-// list its Topologies (and so read the status the kernel reported) may read
-// their live counters.
+// daemon is the connection to node's meshnetd.
+func (s *Server) daemon(ctx context.Context, node string) (*grpc.ClientConn, error) {
+	addr, err := s.cfg.Daemons.DaemonFor(ctx, node)
+	if err != nil {
+		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("meshnetd of node %s: %v", node, err))
+	}
+	conn, err := s.cfg.Pool.Conn(addr)
+	if err != nil {
+		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("meshnetd of node %s: %v", node, err))
+	}
+	return conn, nil
+}
+
+// refuse writes err as the request's Status, and logs why.
+func (s *Server) refuse(w http.ResponseWriter, log *slog.Logger, err error) {
+	log.Info("request refused", "error", err)
+	writeStatus(w, err)
+}
+
+// withoutTimeout is q less the timeout parameter, which Kubernetes clients
+// add for the API server (kubectl --request-timeout).
+func withoutTimeout(q url.Values) url.Values {
+	q.Del("timeout")
+	return q
+}
+
+// readTopologies is what reading a namespace's links through the relay
+// needs: whoever may list its Topologies (and so read the status the kernel
+// reported) may read their live counters. meshnetd's own reads are open to
+// any valid token; here the user's right decides, as for the status.
 var readTopologies = auth.Access{Verb: "list", Group: v1beta1.GroupVersion.Group, Resource: "topologies"}
 
 // links reads the link ends of a namespace's pods, or of one pod, with
 // their kernel counters, from the meshnetds of the nodes that host them.
 func (s *Server) links(w http.ResponseWriter, r *http.Request) {
 	ns := r.PathValue("namespace")
-	q := r.URL.Query()
+	log := s.log.With("namespace", ns)
+	user, err := s.authenticate(r)
+	if err != nil {
+		s.refuse(w, log, err)
+		return
+	}
+	log = log.With("user", user.Username)
+	q := withoutTimeout(r.URL.Query())
 	for k := range q {
 		if k != relayapi.PodParam {
-			writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("%s: unknown query parameter (known: %s)", k, relayapi.PodParam)))
+			s.refuse(w, log, apierrors.NewBadRequest(fmt.Sprintf("%s: unknown query parameter (known: %s)", k, relayapi.PodParam)))
 			return
 		}
 	}
 	pod := q.Get(relayapi.PodParam)
-	user, err := s.authenticate(r)
-	if err != nil {
-		writeStatus(w, err)
-		return
-	}
 	if err := s.cfg.Checker.Authorize(r.Context(), user, readTopologies, ns); err != nil {
-		writeStatus(w, fromGRPC(err))
+		s.refuse(w, log, fromGRPC(err))
 		return
 	}
 	var pods corev1.PodList
 	if err := s.cfg.Pods.List(r.Context(), &pods, client.InNamespace(ns)); err != nil {
-		writeStatus(w, err)
+		s.refuse(w, log, err)
 		return
 	}
 	nodes := map[string]bool{}
@@ -312,12 +335,12 @@ func (s *Server) links(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if pod != "" && !found {
-		writeStatus(w, apierrors.NewNotFound(corev1.Resource("pods"), pod))
+		s.refuse(w, log, apierrors.NewNotFound(corev1.Resource("pods"), pod))
 		return
 	}
 	ends, err := s.nodeLinks(r.Context(), ns, slices.Sorted(maps.Keys(nodes)))
 	if err != nil {
-		writeStatus(w, apierrors.NewServiceUnavailable(err.Error()))
+		s.refuse(w, log, fromDaemon(err))
 		return
 	}
 	out := &meshnetv1.ListLinksResponse{}
@@ -331,7 +354,7 @@ func (s *Server) links(w http.ResponseWriter, r *http.Request) {
 	})
 	data, err := protojson.Marshal(out)
 	if err != nil {
-		writeStatus(w, apierrors.NewInternalError(err))
+		s.refuse(w, log, apierrors.NewInternalError(err))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -407,6 +430,20 @@ func fromGRPC(err error) error {
 	}}
 }
 
+// fromDaemon is fromGRPC for a meshnetd's answer to the relay, which calls
+// with the controller's own credentials: a refusal of those is the
+// installation's fault, not the user's, and says so rather than telling
+// the user to log in.
+func fromDaemon(err error) error {
+	switch status.Code(err) {
+	case codes.Unauthenticated, codes.PermissionDenied:
+		return apierrors.NewInternalError(fmt.Errorf("meshnetd refused meshnet-controller's own credentials (its ServiceAccount needs patch on topologies): %w", err))
+	case codes.Unknown:
+		return apierrors.NewServiceUnavailable(err.Error())
+	}
+	return fromGRPC(err)
+}
+
 // writeStatus writes err as the Status object kubectl reads errors from.
 func writeStatus(w http.ResponseWriter, err error) {
 	st := apierrors.APIStatus(apierrors.NewInternalError(err))
@@ -434,17 +471,17 @@ type Options struct {
 
 // AddToManager has every replica of mgr's controller serve the relay, with
 // the serving certificate kept in the Secret and trusted by the APIService.
-func AddToManager(ctx context.Context, mgr manager.Manager, daemons Daemons, pool *daemonclient.Pool, log *slog.Logger, o Options) error {
+func AddToManager(ctx context.Context, mgr manager.Manager, daemons partition.Finder, pool *daemonclient.Pool, log *slog.Logger, o Options) error {
 	cfg := mgr.GetConfig()
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("relay: client for %s: %w", cfg.Host, err)
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("relay: client for %s: %w", cfg.Host, err)
 	}
-	cert, ca, err := ServingCert(ctx, kube, o.Namespace, o.Secret, o.Service)
+	cert, ca, err := ServingCert(ctx, kube, log, o.Namespace, o.Secret, o.Service)
 	if err != nil {
 		return err
 	}
@@ -456,7 +493,7 @@ func AddToManager(ctx context.Context, mgr manager.Manager, daemons Daemons, poo
 	s, err := New(Config{Kube: kube, Checker: auth.NewChecker(kube, reviewTTL), Pods: mgr.GetCache(),
 		Daemons: daemons, Pool: pool, Addr: o.Addr, Cert: cert, Log: log})
 	if err != nil {
-		return err
+		return fmt.Errorf("relay: %w", err)
 	}
 	return mgr.Add(s)
 }

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,7 +77,8 @@ func TestClusterRelay(t *testing.T) {
 		}
 	}
 
-	daemon := startDaemon(t)
+	var daemonCalls atomic.Int32
+	daemon := startDaemon(t, &daemonCalls)
 	srv, err := New(Config{Kube: kube, Checker: auth.NewChecker(kube, time.Second), Pods: env.Client,
 		Daemons: daemons{"node-1": daemon}, Pool: daemonclient.NewPool(nil, nil)})
 	if err != nil {
@@ -112,18 +114,20 @@ func TestClusterRelay(t *testing.T) {
 		body, _ := io.ReadAll(res.Body)
 		return res.StatusCode, string(body), res.Header
 	}
-	r1 := relayapi.CapturePath("lab", "r1") + "?interface=eth1&max_packets=2"
+	r1 := relayapi.CapturePath("lab", "r1", "eth1") + "?max_packets=2"
 
 	t.Run("Discovery", func(t *testing.T) {
 		code, body, _ := capture(ts.Client(), "", relayapi.GroupVersionPath)
 		var list metav1.APIResourceList
 		if err := json.Unmarshal([]byte(body), &list); code != http.StatusOK || err != nil || len(list.APIResources) != 2 ||
-			list.APIResources[0].Name != "pods/capture" || list.APIResources[1].Name != "links" || list.GroupVersion != relayapi.Group+"/"+relayapi.Version {
-			t.Errorf("GET %s: %d %s; want the APIResourceList of pods/capture and links", relayapi.GroupVersionPath, code, body)
+			list.APIResources[0].Name != "pods/proxy" || list.APIResources[1].Name != "links" || list.GroupVersion != relayapi.Group+"/"+relayapi.Version {
+			t.Errorf("GET %s: %d %s; want the APIResourceList of pods/proxy and links", relayapi.GroupVersionPath, code, body)
 		}
 	})
 	t.Run("EditorGetsTheStream", func(t *testing.T) {
-		code, body, h := capture(proxy, "editor", r1)
+		// timeout is client-go's, for the API server (kubectl
+		// --request-timeout): passed over.
+		code, body, h := capture(proxy, "editor", r1+"&timeout=30s")
 		if code != http.StatusOK || body != "piece 1;piece 2;" || h.Get("Content-Type") != "application/x-pcapng" {
 			t.Errorf("capture as editor: %d %q (%s); want 200 and the daemon's two pieces as application/x-pcapng", code, body, h.Get("Content-Type"))
 		}
@@ -134,13 +138,12 @@ func TestClusterRelay(t *testing.T) {
 		{"CertificateOfAnotherCA", clientFor(t, ts, other, "front-proxy-client"), "editor", r1, http.StatusUnauthorized, "front proxy"},
 		{"NameNotAllowed", clientFor(t, ts, proxyCA, "mallory"), "editor", r1, http.StatusUnauthorized, "front proxy"},
 		{"ViewerMayNotCapture", proxy, "viewer", r1, http.StatusForbidden, `viewer may not patch topologies.networkop.co.uk in namespace "lab"`},
-		{"NoInterface", proxy, "editor", relayapi.CapturePath("lab", "r1"), http.StatusBadRequest, "interface: required"},
 		{"UnknownParameter", proxy, "editor", r1 + "&count=3", http.StatusBadRequest, "count: unknown query parameter"},
 		{"BadDuration", proxy, "editor", r1 + "&duration=5parsecs", http.StatusBadRequest, `duration: "5parsecs" is not a duration`},
-		{"UnknownPod", proxy, "editor", relayapi.CapturePath("lab", "r9") + "?interface=eth1", http.StatusNotFound, `pods "r9" not found`},
-		{"PodOnNoNode", proxy, "editor", relayapi.CapturePath("lab", "pending") + "?interface=eth1", http.StatusConflict, "on no node yet"},
-		{"NodeWithoutDaemon", proxy, "editor", relayapi.CapturePath("lab", "orphan") + "?interface=eth1", http.StatusServiceUnavailable, "meshnetd of node node-9"},
-		{"DaemonRefusesTheLink", proxy, "editor", relayapi.CapturePath("lab", "r1") + "?interface=eth9", http.StatusNotFound, "eth9"},
+		{"UnknownPod", proxy, "editor", relayapi.CapturePath("lab", "r9", "eth1"), http.StatusNotFound, `pods "r9" not found`},
+		{"PodOnNoNode", proxy, "editor", relayapi.CapturePath("lab", "pending", "eth1"), http.StatusConflict, "on no node yet"},
+		{"NodeWithoutDaemon", proxy, "editor", relayapi.CapturePath("lab", "orphan", "eth1"), http.StatusServiceUnavailable, "meshnetd of node node-9"},
+		{"DaemonRefusesTheLink", proxy, "editor", relayapi.CapturePath("lab", "r1", "eth9"), http.StatusNotFound, "eth9"},
 	}
 	t.Run("ViewerReadsCounters", func(t *testing.T) {
 		code, body, _ := capture(proxy, "viewer", relayapi.LinksPath("lab")+"?pod=r1")
@@ -151,6 +154,7 @@ func TestClusterRelay(t *testing.T) {
 		}
 	})
 	refusals = append(refusals, []refusal{
+		{"LinksWithoutClientCertificate", ts.Client(), "viewer", relayapi.LinksPath("lab"), http.StatusUnauthorized, "front proxy"},
 		{"LinksOfNobody", proxy, "nobody", relayapi.LinksPath("lab"), http.StatusForbidden, `nobody may not list topologies.networkop.co.uk in namespace "lab"`},
 		{"LinksOfUnknownPod", proxy, "viewer", relayapi.LinksPath("lab") + "?pod=r9", http.StatusNotFound, `pods "r9" not found`},
 		{"LinksUnknownParameter", proxy, "viewer", relayapi.LinksPath("lab") + "?node=node-1", http.StatusBadRequest, "node: unknown query parameter (known: pod)"},
@@ -159,7 +163,14 @@ func TestClusterRelay(t *testing.T) {
 	}...)
 	for _, tc := range refusals {
 		t.Run(tc.name, func(t *testing.T) {
+			before := daemonCalls.Load()
 			code, body, _ := capture(tc.client, tc.user, tc.path)
+			// Only what a daemon itself refuses, or what reads the daemons
+			// of other nodes too, reaches it.
+			reaches := tc.name == "DaemonRefusesTheLink" || tc.name == "LinksOfANodeWithoutDaemon"
+			if called := daemonCalls.Load() - before; called != 0 && !reaches {
+				t.Errorf("GET %s as %s reached the daemon %d times, want none", tc.path, tc.user, called)
+			}
 			var st metav1.Status
 			if err := json.Unmarshal([]byte(body), &st); err != nil || code != tc.code || st.Kind != "Status" || int(st.Code) != tc.code ||
 				!strings.Contains(st.Message, tc.contains) {
@@ -235,19 +246,23 @@ func (d daemons) DaemonFor(_ context.Context, node string) (string, error) {
 	return "", fmt.Errorf("no meshnetd endpoint on node %s", node)
 }
 
-// captureDaemon stands in for meshnetd's CaptureLink and ListLinks.
+// captureDaemon stands in for meshnetd's CaptureLink and ListLinks, and
+// counts the calls that reach it.
 type captureDaemon struct {
 	meshnetv1.UnimplementedLinkServiceServer
+	calls *atomic.Int32
 }
 
-func (captureDaemon) ListLinks(_ context.Context, req *meshnetv1.ListLinksRequest) (*meshnetv1.ListLinksResponse, error) {
+func (d captureDaemon) ListLinks(_ context.Context, req *meshnetv1.ListLinksRequest) (*meshnetv1.ListLinksResponse, error) {
+	d.calls.Add(1)
 	return &meshnetv1.ListLinksResponse{Links: []*meshnetv1.LinkStatus{{
 		Pod: &meshnetv1.PodRef{Namespace: req.GetNamespace(), Name: "r1"}, Interface: "eth1",
 		Counters: &meshnetv1.LinkCounters{RxPackets: 10},
 	}}}, nil
 }
 
-func (captureDaemon) CaptureLink(req *meshnetv1.CaptureLinkRequest, s grpc.ServerStreamingServer[meshnetv1.CaptureLinkResponse]) error {
+func (d captureDaemon) CaptureLink(req *meshnetv1.CaptureLinkRequest, s grpc.ServerStreamingServer[meshnetv1.CaptureLinkResponse]) error {
+	d.calls.Add(1)
 	if req.GetInterface() != "eth1" {
 		return status.Errorf(codes.NotFound, "interface %s: pod %s has no link on it", req.GetInterface(), req.GetPod())
 	}
@@ -259,14 +274,14 @@ func (captureDaemon) CaptureLink(req *meshnetv1.CaptureLinkRequest, s grpc.Serve
 	return nil
 }
 
-func startDaemon(t *testing.T) string {
+func startDaemon(t *testing.T, calls *atomic.Int32) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := grpc.NewServer()
-	meshnetv1.RegisterLinkServiceServer(g, captureDaemon{})
+	meshnetv1.RegisterLinkServiceServer(g, captureDaemon{calls: calls})
 	go g.Serve(lis)
 	t.Cleanup(g.Stop)
 	return lis.Addr().String()

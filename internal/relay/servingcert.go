@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,9 +23,9 @@ import (
 	"github.com/meshnet/meshnet/internal/relay/relayapi"
 )
 
-// The relay's Secret and APIService, by name (a create cannot be limited
-// to one).
-// +kubebuilder:rbac:groups="",namespace=meshnet,resources=secrets,verbs=create
+// The relay's Secret and APIService, by name. The Secret is made by
+// deploy/, empty: a right to create Secrets would let the controller make
+// a service-account token Secret of another account and read it.
 // +kubebuilder:rbac:groups="",namespace=meshnet,resources=secrets,verbs=get;update,resourceNames=meshnet-relay-tls
 // +kubebuilder:rbac:groups=apiregistration.k8s.io,resources=apiservices,verbs=get;patch,resourceNames=v1alpha1.meshnet.networkop.co.uk
 
@@ -33,49 +34,51 @@ import (
 const renewBefore = 30 * 24 * time.Hour
 
 // ServingCert returns the relay's serving certificate and the CA that signed
-// it (PEM). They are kept in Secret namespace/name, so that every controller
-// replica serves the same certificate and the APIService trusts one CA; the
-// first replica to start makes them (for service.namespace.svc), and a
-// start within renewBefore of their expiry replaces them.
-func ServingCert(ctx context.Context, kube kubernetes.Interface, namespace, name, service string) (tls.Certificate, []byte, error) {
+// it (PEM). They are kept in Secret namespace/name, which deploy/ makes
+// empty, so that every controller replica serves the same certificate and
+// the APIService trusts one CA. The first replica to start fills it (a
+// certificate for service.namespace.svc); a start that finds it unusable,
+// or within renewBefore of its expiry, replaces it and logs why.
+func ServingCert(ctx context.Context, kube kubernetes.Interface, log *slog.Logger, namespace, name, service string) (tls.Certificate, []byte, error) {
 	secrets := kube.CoreV1().Secrets(namespace)
+	host := service + "." + namespace + ".svc"
 	for range 3 {
 		sec, err := secrets.Get(ctx, name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			sec = nil
-		case err != nil:
+		if apierrors.IsNotFound(err) {
+			return tls.Certificate{}, nil, fmt.Errorf("relay certificate: Secret %s/%s is missing (deploy/ makes it, empty, for the controller to fill)", namespace, name)
+		}
+		if err != nil {
 			return tls.Certificate{}, nil, fmt.Errorf("read relay certificate %s/%s: %w", namespace, name, err)
 		}
-		if sec != nil {
-			if cert, ca, err := fromSecret(sec); err == nil {
-				return cert, ca, nil
-			}
+		cert, ca, why := fromSecret(sec, host)
+		if why == nil {
+			return cert, ca, nil
 		}
-		made, err := newServingSecret(namespace, name, service)
-		if err != nil {
+		if len(sec.Data) > 0 {
+			log.Info("relay certificate replaced", "secret", namespace+"/"+name, "reason", why.Error())
+		}
+		if sec.Data, err = newServingCert(service, namespace); err != nil {
 			return tls.Certificate{}, nil, err
 		}
-		if sec == nil {
-			_, err = secrets.Create(ctx, made, metav1.CreateOptions{})
-		} else {
-			made.ResourceVersion = sec.ResourceVersion
-			_, err = secrets.Update(ctx, made, metav1.UpdateOptions{})
-		}
-		if apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) {
-			continue // another replica made one: read it
+		_, err = secrets.Update(ctx, sec, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			continue // another replica filled it: read that
 		}
 		if err != nil {
 			return tls.Certificate{}, nil, fmt.Errorf("write relay certificate %s/%s: %w", namespace, name, err)
 		}
-		return fromSecret(made)
+		cert, ca, err = fromSecret(sec, host)
+		return cert, ca, err
 	}
 	return tls.Certificate{}, nil, fmt.Errorf("relay certificate %s/%s: replaced by others three times in a row", namespace, name)
 }
 
-// fromSecret reads a serving certificate still valid for longer than
-// renewBefore.
-func fromSecret(s *corev1.Secret) (tls.Certificate, []byte, error) {
+// fromSecret reads a serving certificate for host, signed by the Secret's
+// CA and valid for longer than renewBefore, or says why it cannot.
+func fromSecret(s *corev1.Secret, host string) (tls.Certificate, []byte, error) {
+	if len(s.Data) == 0 {
+		return tls.Certificate{}, nil, errors.New("empty")
+	}
 	cert, err := tls.X509KeyPair(s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey])
 	if err != nil {
 		return tls.Certificate{}, nil, err
@@ -84,20 +87,21 @@ func fromSecret(s *corev1.Secret) (tls.Certificate, []byte, error) {
 	if err != nil {
 		return tls.Certificate{}, nil, err
 	}
-	if time.Until(leaf.NotAfter) < renewBefore {
-		return tls.Certificate{}, nil, errors.New("expires soon")
-	}
 	ca := s.Data["ca.crt"]
-	if len(ca) == 0 {
-		return tls.Certificate{}, nil, errors.New("no ca.crt")
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(ca) {
+		return tls.Certificate{}, nil, errors.New("no CA in ca.crt")
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{DNSName: host, Roots: roots, CurrentTime: time.Now().Add(renewBefore)}); err != nil {
+		return tls.Certificate{}, nil, fmt.Errorf("not valid for %s for %v more: %w", host, renewBefore, err)
 	}
 	return cert, ca, nil
 }
 
-// newServingSecret makes a CA and a certificate it signs for the Service's
+// newServingCert makes a CA and a certificate it signs for the Service's
 // names (client-go's self-signed pair: the chain is the certificate, then
-// the CA).
-func newServingSecret(namespace, name, service string) (*corev1.Secret, error) {
+// the CA), as a Secret's data.
+func newServingCert(service, namespace string) (map[string][]byte, error) {
 	host := service + "." + namespace + ".svc"
 	chain, key, err := certutil.GenerateSelfSignedCertKey(host, nil, []string{service + "." + namespace, host + ".cluster.local"})
 	if err != nil {
@@ -107,12 +111,7 @@ func newServingSecret(namespace, name, service string) (*corev1.Secret, error) {
 	if first == nil || len(rest) == 0 {
 		return nil, errors.New("make relay certificate: no CA in the chain")
 	}
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name,
-			Labels: map[string]string{"app.kubernetes.io/name": "meshnet-controller"}},
-		Type: corev1.SecretTypeTLS,
-		Data: map[string][]byte{corev1.TLSCertKey: chain, corev1.TLSPrivateKeyKey: key, "ca.crt": rest},
-	}, nil
+	return map[string][]byte{corev1.TLSCertKey: chain, corev1.TLSPrivateKeyKey: key, "ca.crt": rest}, nil
 }
 
 // apiServices is the APIService resource.

@@ -15,28 +15,30 @@ const (
 	Version    = "v1alpha1"
 	APIService = Version + "." + Group
 
-	// Resource and CaptureSubresource form what the API server authorizes
-	// for a capture: get on pods/capture in Group.
-	Resource           = "pods"
-	CaptureSubresource = "capture"
+	// Resource and ProxySubresource form what the API server authorizes
+	// for what the relay reaches on a pod's node (a capture): get on
+	// pods/proxy in Group. A proxy request is long-running to the API
+	// server, which cuts other requests off at its --request-timeout
+	// (60s by default); a live capture runs for as long as it is watched.
+	Resource         = "pods"
+	ProxySubresource = "proxy"
 
 	// LinksResource is the namespace's link ends as the kernel has them,
 	// counters included: list on links in Group. PodParam narrows it to
 	// one pod.
 	LinksResource = "links"
 	PodParam      = "pod"
-
-	// InterfaceParam is the capture's query parameter naming the pod's
-	// interface; the others are gateway.CaptureQuery's.
-	InterfaceParam = "interface"
 )
 
 // GroupVersionPath is the API's discovery document.
 const GroupVersionPath = "/apis/" + Group + "/" + Version
 
-// CapturePath is the path of a capture of one of pod's links.
-func CapturePath(namespace, pod string) string {
-	return path.Join(GroupVersionPath, "namespaces", url.PathEscape(namespace), Resource, url.PathEscape(pod), CaptureSubresource)
+// CapturePath is the path of a capture of pod's interface: under the pod's
+// proxy subresource, the path of meshnetd's own REST call below
+// /v1/namespaces/{namespace}/pods/{pod} (gateway.CapturePath).
+func CapturePath(namespace, pod, intf string) string {
+	return path.Join(GroupVersionPath, "namespaces", url.PathEscape(namespace), Resource, url.PathEscape(pod), ProxySubresource,
+		"links", url.PathEscape(intf), "capture")
 }
 
 // LinksPath is the path of the link ends of namespace's pods.
