@@ -7,9 +7,9 @@
 // in request headers, as it proxies kubectl top to metrics-server. The
 // relay trusts those headers only from a client certificate of the API
 // server's front proxy, authorizes the user against the namespace's
-// Topologies with the rules meshnetd applies to its own callers, and
-// relays the call to the meshnetd of the pod's node, or of every node of
-// the namespace's pods. So the user never needs the node addresses, nor a
+// Topologies (a capture with the very rule meshnetd applies to its own
+// callers: patch), and relays the call to the meshnetd of the pod's node,
+// or of every node of the namespace's pods. So the user never needs the node addresses, nor a
 // token of meshnet's.
 package relay
 
