@@ -53,6 +53,9 @@ the pod goes away; the API server keeps it open for as long as it runs.`,
 			if cerr := closeOut(); err == nil {
 				err = cerr
 			}
+			if err != nil && n == 0 && f.file != "-" {
+				_ = os.Remove(f.file) // refused: no empty file left behind
+			}
 			if err == nil && f.file != "-" {
 				fmt.Fprintf(o.stderr, "%d bytes written to %s\n", n, f.file)
 			}
