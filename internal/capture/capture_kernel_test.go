@@ -58,32 +58,20 @@ func tshark(t *testing.T, file string, fields ...string) []string {
 func TestKernelCaptureDecodesPing(t *testing.T) {
 	a, _ := pair(t)
 	before := netnstest.LinkConfig(t, a, "eth1")
-	file := filepath.Join(t.TempDir(), "eth1.pcapng")
-	w, err := os.Create(file)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done := make(chan error, 1)
-	var st capture.Stats
-	go func() {
-		var err error
-		st, err = capture.Run(ctx, a, "eth1", capture.Options{}, w)
-		done <- err
-	}()
-	waitHeader(t, w)
+	c := startCapture(t, ctx, a, capture.Options{})
 	if out, err := netnstest.Run(a, "ping", "-c", "3", "-i", "0.2", "10.0.0.2"); err != nil {
 		t.Fatalf("ping: %v\n%s", err, out)
 	}
 	time.Sleep(100 * time.Millisecond) // the last reply's way to the reader
 	cancel()
-	if err := <-done; err != nil {
+	if err := <-c.done; err != nil {
 		t.Fatal(err)
 	}
-	w.Close()
+	st := c.stats
 	var icmp []string
-	for _, l := range tshark(t, file, "icmp.type", "ip.src", "ip.dst") {
+	for _, l := range tshark(t, c.file, "icmp.type", "ip.src", "ip.dst") {
 		if !strings.HasPrefix(l, "\t") { // ARP and IPv6 neighbour discovery decode to no ICMP type
 			icmp = append(icmp, l)
 		}
@@ -101,29 +89,19 @@ func TestKernelCaptureDecodesPing(t *testing.T) {
 
 	// A limit of 2 packets, the ping's first request and reply (ARP is
 	// resolved already), cut to 64 bytes each.
-	file = filepath.Join(t.TempDir(), "snap.pcapng")
-	if w, err = os.Create(file); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		var err error
-		st, err = capture.Run(context.Background(), a, "eth1", capture.Options{Count: 2, SnapLength: 64}, w)
-		done <- err
-	}()
-	waitHeader(t, w)
+	c = startCapture(t, context.Background(), a, capture.Options{Count: 2, SnapLength: 64})
 	if out, err := netnstest.Run(a, "ping", "-c", "3", "-i", "0.2", "-s", "1000", "10.0.0.2"); err != nil {
 		t.Fatalf("ping: %v\n%s", err, out)
 	}
 	select {
-	case err := <-done:
-		if err != nil || st.Packets != 2 {
-			t.Errorf("capture of 2 packets: %d, %v", st.Packets, err)
+	case err := <-c.done:
+		if err != nil || c.stats.Packets != 2 {
+			t.Errorf("capture of 2 packets: %d, %v", c.stats.Packets, err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the capture did not stop at 2 packets")
 	}
-	w.Close()
-	if got := tshark(t, file, "icmp.type", "frame.cap_len", "frame.len"); strings.Join(got, "\n") != "8\t64\t1042\n0\t64\t1042" {
+	if got := tshark(t, c.file, "icmp.type", "frame.cap_len", "frame.len"); strings.Join(got, "\n") != "8\t64\t1042\n0\t64\t1042" {
 		t.Errorf("tshark reads %q, want a request and a reply of 1042 bytes, 64 of each kept", got)
 	}
 }
@@ -132,19 +110,9 @@ func TestKernelCaptureDecodesPing(t *testing.T) {
 // down, and sees the pings before and after.
 func TestKernelCaptureSpansACablePull(t *testing.T) {
 	a, _ := pair(t)
-	file := filepath.Join(t.TempDir(), "eth1.pcapng")
-	w, err := os.Create(file)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := capture.Run(ctx, a, "eth1", capture.Options{}, w)
-		done <- err
-	}()
-	waitHeader(t, w)
+	c := startCapture(t, ctx, a, capture.Options{})
 	for _, step := range [][]string{
 		{"ping", "-c", "1", "10.0.0.2"},
 		{"ip", "link", "set", "eth1", "down"},
@@ -157,17 +125,16 @@ func TestKernelCaptureSpansACablePull(t *testing.T) {
 		}
 	}
 	select {
-	case err := <-done:
+	case err := <-c.done:
 		t.Fatalf("the capture ended when its link went down: %v", err)
 	case <-time.After(200 * time.Millisecond):
 	}
 	cancel()
-	if err := <-done; err != nil {
+	if err := <-c.done; err != nil {
 		t.Fatal(err)
 	}
-	w.Close()
 	var requests int
-	for _, l := range tshark(t, file, "icmp.type") {
+	for _, l := range tshark(t, c.file, "icmp.type") {
 		if l == "8" {
 			requests++
 		}
@@ -175,6 +142,33 @@ func TestKernelCaptureSpansACablePull(t *testing.T) {
 	if requests != 2 {
 		t.Errorf("%d echo requests captured, want the one before the cable pull and the one after", requests)
 	}
+}
+
+// running is a capture of eth1 running into a file of its own.
+type running struct {
+	file string
+	// done answers Run's error; stats are Run's once it has.
+	done  chan error
+	stats capture.Stats
+}
+
+// startCapture starts a capture of ns's eth1 and waits for its header; the
+// file is closed once the capture ends.
+func startCapture(t *testing.T, ctx context.Context, ns string, o capture.Options) *running {
+	t.Helper()
+	c := &running{file: filepath.Join(t.TempDir(), "eth1.pcapng"), done: make(chan error, 1)}
+	w, err := os.Create(c.file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		var err error
+		c.stats, err = capture.Run(ctx, ns, "eth1", o, w)
+		w.Close()
+		c.done <- err
+	}()
+	waitHeader(t, w)
+	return c
 }
 
 // waitHeader waits for the stream's header: the socket is open, and
