@@ -431,8 +431,10 @@ func TestClusterRBACLeastPrivilege(t *testing.T) {
 			{"list", "", "secrets", "", namespace}, {"create", "", "secrets", "", "lab"},
 		},
 	}, {
-		sa:      "meshnet-operator",
-		allowed: []access{topo("patch", ""), topo("get", ""), topo("list", "")},
+		sa: "meshnet-operator",
+		allowed: []access{topo("patch", ""), topo("get", ""), topo("list", ""),
+			// The same through the API server: meshnet's aggregated API.
+			{"get", "meshnet.networkop.co.uk", "pods", "proxy", "lab"}, {"list", "meshnet.networkop.co.uk", "links", "", "lab"}},
 		denied: []access{
 			// The daemons' own check (PeerService): an operator cannot pose as one.
 			topo("patch", "status"),

@@ -170,7 +170,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /apis", s.discovery)
 	mux.HandleFunc("GET /apis/"+relayapi.Group, s.discovery)
 	mux.HandleFunc("GET "+relayapi.GroupVersionPath, s.discovery)
-	mux.HandleFunc("GET "+relayapi.GroupVersionPath+"/namespaces/{namespace}/"+relayapi.Resource+"/{pod}/"+relayapi.ProxySubresource+"/links/{interface}/capture", s.capture)
+	mux.HandleFunc("GET "+relayapi.CapturePattern, s.capture)
 	mux.HandleFunc("GET "+relayapi.GroupVersionPath+"/namespaces/{namespace}/"+relayapi.LinksResource, s.links)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, &apierrors.StatusError{ErrStatus: metav1.Status{Code: http.StatusNotFound, Reason: metav1.StatusReasonNotFound,

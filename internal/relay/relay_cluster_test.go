@@ -144,6 +144,10 @@ func TestClusterRelay(t *testing.T) {
 		{"PodOnNoNode", proxy, "editor", relayapi.CapturePath("lab", "pending", "eth1"), http.StatusConflict, "on no node yet"},
 		{"NodeWithoutDaemon", proxy, "editor", relayapi.CapturePath("lab", "orphan", "eth1"), http.StatusServiceUnavailable, "meshnetd of node node-9"},
 		{"DaemonRefusesTheLink", proxy, "editor", relayapi.CapturePath("lab", "r1", "eth9"), http.StatusNotFound, "eth9"},
+		// The daemon refusing the controller's own token is not the
+		// user's fault: not a 401/403 that would tell them to log in.
+		{"DaemonRefusesTheController", proxy, "editor", relayapi.CapturePath("lab", "r1", "eth7"), http.StatusInternalServerError,
+			"meshnetd refused meshnet-controller's own credentials"},
 	}
 	t.Run("ViewerReadsCounters", func(t *testing.T) {
 		code, body, _ := capture(proxy, "viewer", relayapi.LinksPath("lab")+"?pod=r1")
@@ -167,7 +171,7 @@ func TestClusterRelay(t *testing.T) {
 			code, body, _ := capture(tc.client, tc.user, tc.path)
 			// Only what a daemon itself refuses, or what reads the daemons
 			// of other nodes too, reaches it.
-			reaches := tc.name == "DaemonRefusesTheLink" || tc.name == "LinksOfANodeWithoutDaemon"
+			reaches := tc.name == "DaemonRefusesTheLink" || tc.name == "DaemonRefusesTheController" || tc.name == "LinksOfANodeWithoutDaemon"
 			if called := daemonCalls.Load() - before; called != 0 && !reaches {
 				t.Errorf("GET %s as %s reached the daemon %d times, want none", tc.path, tc.user, called)
 			}
@@ -247,7 +251,8 @@ func (d daemons) DaemonFor(_ context.Context, node string) (string, error) {
 }
 
 // captureDaemon stands in for meshnetd's CaptureLink and ListLinks, and
-// counts the calls that reach it.
+// counts the calls that reach it. It captures eth1, refuses the caller on
+// eth7, and has no other link.
 type captureDaemon struct {
 	meshnetv1.UnimplementedLinkServiceServer
 	calls *atomic.Int32
@@ -263,6 +268,9 @@ func (d captureDaemon) ListLinks(_ context.Context, req *meshnetv1.ListLinksRequ
 
 func (d captureDaemon) CaptureLink(req *meshnetv1.CaptureLinkRequest, s grpc.ServerStreamingServer[meshnetv1.CaptureLinkResponse]) error {
 	d.calls.Add(1)
+	if req.GetInterface() == "eth7" {
+		return status.Error(codes.PermissionDenied, "system:serviceaccount:meshnet:meshnet-controller may not patch topologies")
+	}
 	if req.GetInterface() != "eth1" {
 		return status.Errorf(codes.NotFound, "interface %s: pod %s has no link on it", req.GetInterface(), req.GetPod())
 	}

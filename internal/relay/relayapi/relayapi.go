@@ -6,6 +6,7 @@ package relayapi
 import (
 	"net/url"
 	"path"
+	"strings"
 )
 
 const (
@@ -33,12 +34,19 @@ const (
 // GroupVersionPath is the API's discovery document.
 const GroupVersionPath = "/apis/" + Group + "/" + Version
 
-// CapturePath is the path of a capture of pod's interface: under the pod's
-// proxy subresource, the path of meshnetd's own REST call below
-// /v1/namespaces/{namespace}/pods/{pod} (gateway.CapturePath).
+// ProxiedCapture is what follows the pod's proxy subresource in a
+// capture's path: meshnetd's own REST path of a capture below
+// /v1/namespaces/{namespace}/pods/{pod} (gateway.CapturePath's tail; a test
+// keeps them the same).
+const ProxiedCapture = "links/{interface}/capture"
+
+// CapturePattern is a capture's path as a net/http pattern.
+const CapturePattern = GroupVersionPath + "/namespaces/{namespace}/" + Resource + "/{pod}/" + ProxySubresource + "/" + ProxiedCapture
+
+// CapturePath is the path of a capture of pod's interface intf.
 func CapturePath(namespace, pod, intf string) string {
-	return path.Join(GroupVersionPath, "namespaces", url.PathEscape(namespace), Resource, url.PathEscape(pod), ProxySubresource,
-		"links", url.PathEscape(intf), "capture")
+	return strings.NewReplacer("{namespace}", url.PathEscape(namespace), "{pod}", url.PathEscape(pod),
+		"{interface}", url.PathEscape(intf)).Replace(CapturePattern)
 }
 
 // LinksPath is the path of the link ends of namespace's pods.
