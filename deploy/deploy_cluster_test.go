@@ -177,7 +177,7 @@ func checkDaemonSet(t *testing.T, m *manifests) *appsv1.DaemonSet {
 	if env["NODE_NAME"] != "spec.nodeName" || env["NODE_IP"] != "status.hostIP" {
 		t.Errorf("meshnetd: downward API env %v, want NODE_NAME=spec.nodeName NODE_IP=status.hostIP", env)
 	}
-	checkProbes(t, "meshnetd", c, "http")
+	checkMeshnetdProbes(t, c)
 	checkResources(t, "meshnetd", c)
 	if got := ds.Spec.Template.Labels; !labelsMatch(ds.Spec.Selector.MatchLabels, got) {
 		t.Errorf("meshnetd: selector %v does not select its pods %v", ds.Spec.Selector.MatchLabels, got)
@@ -265,6 +265,23 @@ func checkProbes(t *testing.T, name string, c corev1.Container, port string) {
 		if g := p.probe.HTTPGet; g.Path != p.path || g.Port != intstr.FromString(port) {
 			t.Errorf("%s: %s probe %s on port %s, want %s on %s", name, p.kind, g.Path, g.Port.String(), p.path, port)
 		}
+	}
+}
+
+// checkMeshnetdProbes: meshnetd's HTTP port serves TLS (--tls), so
+// readiness is GET /readyz over HTTPS, and liveness a TCP connect, which
+// holds while the port still waits for its first certificate.
+func checkMeshnetdProbes(t *testing.T, c corev1.Container) {
+	t.Helper()
+	if !slices.Contains(c.Args, "--tls") {
+		t.Errorf("meshnetd: args %v, want --tls", c.Args)
+	}
+	if p := c.LivenessProbe; p == nil || p.TCPSocket == nil || p.TCPSocket.Port != intstr.FromString("http") {
+		t.Errorf("meshnetd: liveness probe %+v, want a TCP connect to port http", p)
+	}
+	if p := c.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" ||
+		p.HTTPGet.Port != intstr.FromString("http") || p.HTTPGet.Scheme != corev1.URISchemeHTTPS {
+		t.Errorf("meshnetd: readiness probe %+v, want GET /readyz on http over HTTPS", p)
 	}
 }
 
@@ -381,7 +398,7 @@ func TestClusterRBACLeastPrivilege(t *testing.T) {
 	env := clustertest.Start(t)
 	kubeconfig := env.Kubeconfig(t)
 	m := render(t, ".")
-	kubectl(t, kubeconfig, m.yaml(t, "Namespace", "ServiceAccount", "ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding", "Secret", "APIService"),
+	kubectl(t, kubeconfig, m.yaml(t, "Namespace", "ServiceAccount", "ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding", "Secret", "ConfigMap", "APIService"),
 		"apply", "--server-side", "-f", "-")
 
 	type access struct {
@@ -466,35 +483,49 @@ func TestClusterRBACLeastPrivilege(t *testing.T) {
 		}
 	}
 
-	// The relay's rights, by name: its own Secret and APIService, and the
+	// Rights by name. The relay: its own Secret and APIService, and the
 	// API server's front-proxy settings; no other Secret, APIService or
-	// ConfigMap.
-	controller := "system:serviceaccount:" + namespace + ":meshnet-controller"
+	// ConfigMap. meshnetd's CA: the controller keeps it and signs for
+	// meshnet's signer alone; meshnetd asks and reads the CA certificate.
 	for _, c := range []struct {
-		verb, group, resource, ns, name string
-		want                            bool
+		sa, verb, group, resource, ns, name string
+		want                                bool
 	}{
-		{"get", "", "secrets", namespace, "meshnet-relay-tls", true},
-		{"update", "", "secrets", namespace, "meshnet-relay-tls", true},
+		{"meshnet-controller", "get", "", "secrets", namespace, "meshnet-relay-tls", true},
+		{"meshnet-controller", "update", "", "secrets", namespace, "meshnet-relay-tls", true},
 		// A create could make a token Secret of another account: deploy/
 		// makes the relay's Secret, empty.
-		{"create", "", "secrets", namespace, "", false},
-		{"get", "", "secrets", namespace, "meshnetd-token", false},
-		{"patch", "apiregistration.k8s.io", "apiservices", "", "v1alpha1.meshnet.networkop.co.uk", true},
-		{"patch", "apiregistration.k8s.io", "apiservices", "", "v1beta1.metrics.k8s.io", false},
-		{"create", "authorization.k8s.io", "subjectaccessreviews", "", "", true},
-		{"get", "", "configmaps", "kube-system", "extension-apiserver-authentication", true},
-		{"get", "", "configmaps", "kube-system", "kubeadm-config", false},
+		{"meshnet-controller", "create", "", "secrets", namespace, "", false},
+		{"meshnet-controller", "get", "", "secrets", namespace, "meshnetd-token", false},
+		{"meshnet-controller", "patch", "apiregistration.k8s.io", "apiservices", "", "v1alpha1.meshnet.networkop.co.uk", true},
+		{"meshnet-controller", "patch", "apiregistration.k8s.io", "apiservices", "", "v1beta1.metrics.k8s.io", false},
+		{"meshnet-controller", "create", "authorization.k8s.io", "subjectaccessreviews", "", "", true},
+		{"meshnet-controller", "get", "", "configmaps", "kube-system", "extension-apiserver-authentication", true},
+		{"meshnet-controller", "get", "", "configmaps", "kube-system", "kubeadm-config", false},
+		{"meshnet-controller", "get", "", "secrets", namespace, "meshnet-ca", true},
+		{"meshnet-controller", "update", "", "secrets", namespace, "meshnet-ca", true},
+		{"meshnet-controller", "update", "", "configmaps", namespace, "meshnet-ca", true},
+		{"meshnet-controller", "update", "", "configmaps", namespace, "kube-root-ca.crt", false},
+		{"meshnet-controller", "approve", "certificates.k8s.io", "signers", "", "meshnet.networkop.co.uk/meshnetd", true},
+		{"meshnet-controller", "sign", "certificates.k8s.io", "signers", "", "meshnet.networkop.co.uk/meshnetd", true},
+		{"meshnet-controller", "sign", "certificates.k8s.io", "signers", "", "kubernetes.io/kubelet-serving", false},
+		{"meshnet-controller", "approve", "certificates.k8s.io", "signers", "", "kubernetes.io/kube-apiserver-client", false},
+		{"meshnetd", "create", "certificates.k8s.io", "certificatesigningrequests", "", "", true},
+		{"meshnetd", "get", "", "configmaps", namespace, "meshnet-ca", true},
+		{"meshnetd", "get", "", "configmaps", namespace, "kube-root-ca.crt", false},
+		{"meshnetd", "get", "", "secrets", namespace, "meshnet-ca", false},
+		{"meshnetd", "sign", "certificates.k8s.io", "signers", "", "meshnet.networkop.co.uk/meshnetd", false},
+		{"meshnetd", "approve", "certificates.k8s.io", "signers", "", "meshnet.networkop.co.uk/meshnetd", false},
 	} {
 		sar := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
-			User: controller, Groups: []string{"system:serviceaccounts", "system:authenticated"},
+			User: "system:serviceaccount:" + namespace + ":" + c.sa, Groups: []string{"system:serviceaccounts", "system:authenticated"},
 			ResourceAttributes: &authzv1.ResourceAttributes{Verb: c.verb, Group: c.group, Resource: c.resource, Namespace: c.ns, Name: c.name},
 		}}
 		if err := env.Client.Create(context.Background(), sar); err != nil {
 			t.Fatalf("subject access review: %v", err)
 		}
 		if sar.Status.Allowed != c.want {
-			t.Errorf("meshnet-controller: %s %s/%s %q in %q: allowed %v, want %v (%s)", c.verb, c.group, c.resource, c.name, c.ns,
+			t.Errorf("%s: %s %s/%s %q in %q: allowed %v, want %v (%s)", c.sa, c.verb, c.group, c.resource, c.name, c.ns,
 				sar.Status.Allowed, c.want, sar.Status.Reason)
 		}
 	}
@@ -523,7 +554,7 @@ func TestClusterControllerRunsAsItsServiceAccount(t *testing.T) {
 	env := clustertest.Start(t)
 	kubeconfig := env.Kubeconfig(t)
 	m := render(t, ".")
-	kubectl(t, kubeconfig, m.yaml(t, "Namespace", "ServiceAccount", "ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding", "Secret", "APIService"),
+	kubectl(t, kubeconfig, m.yaml(t, "Namespace", "ServiceAccount", "ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding", "Secret", "ConfigMap", "APIService"),
 		"apply", "--server-side", "-f", "-")
 	bin := build(t, "meshnet-controller")
 
@@ -592,6 +623,19 @@ func TestClusterControllerRunsAsItsServiceAccount(t *testing.T) {
 	if len(sec.Data["tls.crt"]) == 0 || bundle == "" || bundle != base64.StdEncoding.EncodeToString(sec.Data["ca.crt"]) {
 		t.Errorf("relay: Secret meshnet-relay-tls holds %d bytes of certificate, APIService caBundle %d bytes; want the Secret filled and its ca.crt as the bundle",
 			len(sec.Data["tls.crt"]), len(bundle))
+	}
+	// meshnetd's CA: the Secret filled, its certificate published.
+	var caSec corev1.Secret
+	var caMap corev1.ConfigMap
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "meshnet-ca"}, &caSec); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "meshnet-ca"}, &caMap); err != nil {
+		t.Fatal(err)
+	}
+	if len(caSec.Data["tls.key"]) == 0 || caMap.Data["ca.crt"] == "" || caMap.Data["ca.crt"] != string(caSec.Data["ca.crt"]) {
+		t.Errorf("meshnetd CA: Secret meshnet-ca holds %d bytes of key, ConfigMap meshnet-ca %d bytes of ca.crt; want the Secret filled and its ca.crt published",
+			len(caSec.Data["tls.key"]), len(caMap.Data["ca.crt"]))
 	}
 	// Informers that were refused retry and log; give them a few seconds.
 	time.Sleep(3 * time.Second)

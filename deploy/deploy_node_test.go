@@ -3,6 +3,7 @@
 package deploy_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -590,17 +592,25 @@ func TestNodeLinksThroughPodLifecycle(t *testing.T) {
 
 	t.Run("CablePullWithGrpcurl", func(t *testing.T) {
 		// As the guide has users do it: an operator token, grpcurl at the
-		// node of the pod, server reflection.
+		// node of the pod over TLS with meshnet's CA, server reflection.
+		// The node network is captured meanwhile: the operator's call, the
+		// daemons' calls to each other and the controller's carry tokens,
+		// and none may cross it in clear.
 		grpcurl := filepath.Join(os.Getenv("MESHNET_NODE_BIN"), "grpcurl")
 		token := strings.TrimSpace(kubectl(t, c, "-n", "meshnet", "create", "token", "meshnet-operator"))
+		caFile := filepath.Join(t.TempDir(), "meshnet-ca.crt")
+		if err := os.WriteFile(caFile, []byte(kubectl(t, c, "-n", "meshnet", "get", "configmap", "meshnet-ca", "-o", `jsonpath={.data.ca\.crt}`)), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		node := pod(t, c, ns, "r1").Status.HostIP
+		stopCapture := captureNodeNetwork(t, c)
 		// A state the Topology sets wins at the next pass (the Topology is
 		// the truth); with none set, a runtime change stays.
 		kubectl(t, c, "-n", ns, "patch", "topology", "r1", "--type=json", "-p", `[{"op":"remove","path":"/spec/links/0/state"}]`)
 		waitStatus(t, c, ns, "r1", func(l v1beta1.LinkStatus) bool { return len(l.Managed) == 0 })
 		set := func(state string) {
 			t.Helper()
-			out, err := exec.Command(grpcurl, "-plaintext", "-H", "authorization: Bearer "+token,
+			out, err := exec.Command(grpcurl, "-cacert", caFile, "-H", "authorization: Bearer "+token,
 				"-d", fmt.Sprintf(`{"namespace":%q,"pod":"r1","interface":"eth1","state":%q}`, ns, state),
 				node+":51111", "meshnet.v1.LinkService/SetLinkState").CombinedOutput()
 			if err != nil {
@@ -618,6 +628,19 @@ func TestNodeLinksThroughPodLifecycle(t *testing.T) {
 			waitOperstate(t, c, ns, p, "eth1", "up")
 		}
 		ping(t, c, ns, "r1", "12.12.12.2")
+		// REST with curl, as the docs show it; and the same URL over plain
+		// HTTP with a canary token: the user's own mistake, which meshnetd
+		// refuses, and which proves that the capture finds a token in clear.
+		rest := fmt.Sprintf("%s:51112/v1/namespaces/%s/pods/r1/links", node, ns)
+		if out, err := exec.Command("curl", "-sS", "--fail", "--cacert", caFile, "-H", "authorization: Bearer "+token, "https://"+rest).CombinedOutput(); err != nil || !strings.Contains(string(out), "eth1") {
+			t.Errorf("curl --cacert https://%s: %v\n%s", rest, err, out)
+		}
+		const canary = "eyJhbGciOiJjYW5hcnkifQ.canary"
+		out, _ := exec.Command("curl", "-sS", "-H", "authorization: Bearer "+canary, "http://"+rest).CombinedOutput()
+		if !strings.Contains(string(out), "HTTP request to an HTTPS server") {
+			t.Errorf("curl http://%s: %s, want it refused as plain HTTP to an HTTPS server", rest, out)
+		}
+		checkNoTokenInClear(t, stopCapture(), canary, token, node)
 	})
 
 	t.Run("RoutesWithKubectl", func(t *testing.T) {
@@ -953,4 +976,97 @@ func TestNodeTeardownLeavesNothing(t *testing.T) {
 			t.Errorf("%s: existed before the cluster: %v, exists after: %v", p, was, err == nil)
 		}
 	}
+}
+
+// captureNodeNetwork captures every TCP frame on the node network (all of
+// its bridge's ports, in the fabric's namespace) until the returned stop,
+// which returns the pcapng file.
+func captureNodeNetwork(t *testing.T, c *kubecluster.Cluster) func() string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "node-network.pcapng")
+	cmd := exec.Command("nsenter", "--net="+c.FabricNetns(), "--", "dumpcap", "-q", "-i", "any", "-f", "tcp", "-w", file)
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("dumpcap on the node network: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if fi, err := os.Stat(file); err == nil && fi.Size() > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dumpcap wrote nothing in 10s: %s", errOut.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return func() string {
+		time.Sleep(time.Second) // the last frames
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		return file
+	}
+}
+
+// checkNoTokenInClear reads the capture of the node network. It must have
+// carried TLS to meshnetd's gRPC port from the host (grpcurl) and between
+// the nodes (daemon to daemon), and meshnetd's ports no HTTP/2 headers in
+// clear; its bytes hold no token (a JWT's first bytes, or the operator's
+// token) but the canary, which was sent in clear on purpose and shows
+// that the search finds one.
+func checkNoTokenInClear(t *testing.T, file, canary, token, grpcurlNode string) {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(data, []byte(canary)) {
+		t.Errorf("the capture (%d bytes) lacks the canary sent in clear: the search proves nothing", len(data))
+	}
+	rest := bytes.ReplaceAll(data, []byte(canary), nil)
+	for _, secret := range []string{token, token[:40], "eyJhbGciOi", "Bearer ey"} {
+		if i := bytes.Index(rest, []byte(secret)); i >= 0 {
+			t.Errorf("a token crossed the node network in clear: %q at byte %d of %s", secret, i, file)
+		}
+	}
+	defer func() {
+		if t.Failed() { // keep the capture for a look with wireshark
+			kept := filepath.Join(os.TempDir(), "meshnet-node-network-"+time.Now().Format("150405")+".pcapng")
+			if err := os.Rename(file, kept); err == nil {
+				t.Logf("the capture is kept in %s", kept)
+			}
+		}
+	}()
+	tshark := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("tshark", append([]string{"-r", file}, args...)...).Output()
+		if err != nil {
+			t.Fatalf("tshark %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	// Encrypted records (TLS 1.3 has no other content type on the wire),
+	// by sender: grpcurl and curl on the host, the daemons on the nodes.
+	appData := func(port string) (fromHost, fromNode int) {
+		for _, src := range strings.Fields(tshark("-d", "tcp.port=="+port+",tls", "-Y", "tls.app_data && tcp.dstport == "+port, "-T", "fields", "-e", "ip.src")) {
+			if src == kubecluster.HostIP.String() {
+				fromHost++
+			} else {
+				fromNode++
+			}
+		}
+		return fromHost, fromNode
+	}
+	grpcHost, grpcNode := appData("51111")
+	restHost, _ := appData("51112")
+	if grpcHost == 0 || grpcNode == 0 || restHost == 0 {
+		t.Errorf("TLS application data: to :51111 %d packets from the host (grpcurl) and %d from nodes (the daemons' calls to %s's peer), to :51112 %d from the host (curl); want all three",
+			grpcHost, grpcNode, grpcurlNode, restHost)
+	}
+	if h2 := tshark("-d", "tcp.port==51111,http2", "-d", "tcp.port==51112,http2", "-Y", "http2.header", "-T", "fields", "-e", "http2.header.name"); strings.TrimSpace(h2) != "" {
+		t.Errorf("HTTP/2 headers in clear on meshnetd's ports:\n%.2000s", h2)
+	}
+	t.Logf("node network capture: %d bytes, no token in clear; TLS application data packets: to :51111 %d from the host and %d from nodes, to :51112 %d from the host",
+		len(data), grpcHost, grpcNode, restHost)
 }

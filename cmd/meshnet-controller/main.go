@@ -16,7 +16,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"google.golang.org/grpc/credentials"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -27,7 +30,9 @@ import (
 	"github.com/meshnet/meshnet/internal/controller"
 	"github.com/meshnet/meshnet/internal/daemonclient"
 	"github.com/meshnet/meshnet/internal/partition"
+	"github.com/meshnet/meshnet/internal/pki"
 	"github.com/meshnet/meshnet/internal/relay"
+	"github.com/meshnet/meshnet/internal/signer"
 )
 
 func main() {
@@ -39,28 +44,34 @@ func main() {
 
 func run() error {
 	var (
-		r            controller.Reconciler
-		resolver     partition.Resolver
-		tokenFile    string
-		insecureConn bool
-		leaderElect  bool
-		leaderNS     string
-		lease        time.Duration
-		renew        time.Duration
-		retry        time.Duration
-		metricsAddr  string
-		probeAddr    string
-		pprofAddr    string
-		relayAddr    string
-		relayNS      string
-		relaySecret  string
-		relayService string
+		r             controller.Reconciler
+		resolver      partition.Resolver
+		tokenFile     string
+		insecureConn  bool
+		leaderElect   bool
+		leaderNS      string
+		lease         time.Duration
+		renew         time.Duration
+		retry         time.Duration
+		metricsAddr   string
+		probeAddr     string
+		pprofAddr     string
+		relayAddr     string
+		relayNS       string
+		relaySecret   string
+		relayService  string
+		caSecret      string
+		caConfigMap   string
+		daemonAccount string
 	)
 	flag.StringVar(&resolver.Namespace, "daemon-namespace", "meshnet", "namespace of the meshnetd Service")
 	flag.StringVar(&resolver.Service, "daemon-service", "meshnetd", "name of the meshnetd Service")
 	flag.StringVar(&resolver.Port, "daemon-port", "grpc", "name of the meshnetd Service's gRPC port")
 	flag.StringVar(&tokenFile, "token-file", "/var/run/secrets/kubernetes.io/serviceaccount/token", "service-account token sent to meshnetd")
-	flag.BoolVar(&insecureConn, "daemon-plaintext", true, "talk to meshnetd without TLS (it serves plaintext gRPC)")
+	flag.BoolVar(&insecureConn, "daemon-plaintext", true, "talk to meshnetd without TLS (meshnetd without --tls). false (deploy/): keep meshnetd's CA (--ca-secret, published in --ca-configmap), sign meshnetd's serving certificates, and call meshnetd over TLS")
+	flag.StringVar(&caSecret, "ca-secret", "meshnet-ca", "Secret in --daemon-namespace holding meshnetd's CA and its key, made empty by deploy/ and filled at first start")
+	flag.StringVar(&caConfigMap, "ca-configmap", "meshnet-ca", "ConfigMap in --daemon-namespace where meshnetd's CA certificate is published (ca.crt), for meshnetd, grpcurl and curl")
+	flag.StringVar(&daemonAccount, "daemon-service-account", "meshnetd", "service account of meshnetd in --daemon-namespace: the only one whose certificate requests are signed")
 	flag.DurationVar(&r.Resync, "resync", 30*time.Second, "how often converged Topologies are re-applied, correcting drift")
 	flag.DurationVar(&r.CallTimeout, "call-timeout", 5*time.Second, "timeout of one ApplyPod call, plus 2ms for each link of the pod")
 	flag.IntVar(&r.Workers, "workers", 200, "how many Topologies are reconciled at once; a pass mostly waits on meshnetd and the API server")
@@ -126,12 +137,29 @@ func run() error {
 	resolver.Reader = mgr.GetCache()
 	r.Client = mgr.GetClient()
 	r.Daemons = &resolver
-	r.Pool = daemonclient.NewPool(nil, auth.TokenFile{Path: tokenFile, Insecure: insecureConn})
-	defer r.Pool.Close()
 	r.Recorder = mgr.GetEventRecorder("meshnet-controller")
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	var transport credentials.TransportCredentials
+	if !insecureConn {
+		kube, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return fmt.Errorf("kubernetes client: %w", err)
+		}
+		ca, err := pki.EnsureCA(ctx, kube, logger, pki.Names{Namespace: resolver.Namespace, Secret: caSecret, ConfigMap: caConfigMap})
+		if err != nil {
+			return err
+		}
+		transport = credentials.NewTLS(pki.ClientTLS(ca.Pool(), ""))
+		s := &signer.Signer{Reader: mgr.GetCache(), Kube: kube, CA: ca, Log: logger,
+			Requester: serviceaccount.MakeUsername(resolver.Namespace, daemonAccount)}
+		if err := s.SetupWithManager(mgr); err != nil {
+			return err
+		}
+	}
+	r.Pool = daemonclient.NewPool(transport, auth.TokenFile{Path: tokenFile, Insecure: insecureConn})
+	defer r.Pool.Close()
 	if relayAddr != "0" {
 		opts := relay.Options{Addr: relayAddr, Namespace: relayNS, Secret: relaySecret, Service: relayService}
 		if err := relay.AddToManager(ctx, mgr, &resolver, r.Pool, logger, opts); err != nil {

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"k8s.io/klog/v2"
+
 	"github.com/meshnet/meshnet/internal/daemon"
 )
 
@@ -47,6 +49,8 @@ func run() error {
 	flag.StringVar(&cfg.CNIPlugin, "cni-plugin", filepath.Join(filepath.Dir(exe), "meshnet-cni"), "meshnet-cni binary to install")
 	flag.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster configuration when empty")
 	flag.StringVar(&cfg.TokenFile, "token-file", "/var/run/secrets/kubernetes.io/serviceaccount/token", "service-account token sent to other nodes' meshnetd")
+	flag.BoolVar(&cfg.TLS, "tls", false, "serve gRPC and HTTP over TLS with a certificate meshnet-controller signs (asked for through the CertificateSigningRequest API, kept in --state-dir/pki, renewed before expiry), and call other nodes' meshnetd over TLS; deploy/ sets it. Off: plaintext, and tokens cross the node network in clear")
+	flag.StringVar(&cfg.CAConfigMap, "ca-configmap", "meshnet-ca", "ConfigMap in --daemon-namespace where meshnet-controller publishes the CA of meshnetd's certificates (ca.crt), with --tls")
 	flag.Float64Var(&qps, "kube-api-qps", 50, "requests per second to the API server")
 	flag.IntVar(&cfg.KubeBurst, "kube-api-burst", 100, "burst of requests to the API server")
 	flag.BoolVar(&cfg.Profiling, "pprof", false, "serve net/http/pprof on the HTTP port, /debug/pprof/ (off by default)")
@@ -63,6 +67,8 @@ func run() error {
 		return fmt.Errorf("--log-format %q: want json or text", logFormat)
 	}
 	cfg.Log = slog.New(h)
+	// client-go's certificate manager logs through klog: the same lines.
+	klog.SetSlogLogger(cfg.Log)
 	cfg.KubeQPS = float32(qps)
 	ip, err := netip.ParseAddr(nodeIP)
 	if err != nil {

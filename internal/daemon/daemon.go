@@ -4,11 +4,14 @@
 // behind one authenticating interceptor) and its HTTP server (REST through
 // grpc-gateway, /metrics, /healthz, /readyz, /openapi.json, the topology
 // page /topology/). On start it installs the CNI plugin and chains it after
-// the primary CNI; a clean shutdown removes the chain again.
+// the primary CNI; a clean shutdown removes the chain again. With TLS on,
+// both TCP ports serve a certificate meshnet-controller signs for this node
+// (package pki), and calls to other nodes' daemons are TLS too.
 package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -51,6 +54,7 @@ import (
 	"github.com/meshnet/meshnet/internal/linkserver"
 	"github.com/meshnet/meshnet/internal/metrics"
 	"github.com/meshnet/meshnet/internal/partition"
+	"github.com/meshnet/meshnet/internal/pki"
 	"github.com/meshnet/meshnet/internal/podstore"
 	"github.com/meshnet/meshnet/internal/topotrack"
 	"github.com/meshnet/meshnet/internal/topoview"
@@ -93,6 +97,13 @@ type Config struct {
 	Kubeconfig string
 	// TokenFile is this daemon's service-account token, sent to peers.
 	TokenFile string
+	// TLS serves the gRPC and HTTP ports with a certificate meshnet-
+	// controller signs (pki.NewServing, kept in StateDir/pki) and calls
+	// peers over TLS trusting the CA published in ConfigMap
+	// DaemonNamespace/CAConfigMap. Off: plaintext, and tokens cross the
+	// node network in clear.
+	TLS         bool
+	CAConfigMap string
 	// KubeQPS and KubeBurst bound the daemon's API requests; client-go's
 	// defaults (5 and 10) make a node wiring many pods at once wait on its
 	// own rate limiter.
@@ -238,15 +249,52 @@ func Run(ctx context.Context, cfg Config) error {
 	defer topologies.Close()
 	topologies.Follow(store)
 
+	trustDone := make(chan error, 1)
+	var (
+		serverTLS      *tls.Config
+		peerTLS, gwTLS credentials.TransportCredentials
+	)
+	if cfg.TLS {
+		serving, err := pki.NewServing(ctx, kube, pki.ServingOptions{Node: cfg.NodeName, IP: cfg.NodeIP, Dir: filepath.Join(cfg.StateDir, "pki"), Log: log})
+		if err != nil {
+			return err
+		}
+		defer serving.Stop()
+		go func() {
+			if err := serving.Wait(ctx, 10*time.Minute); err != nil {
+				log.Error("meshnetd serves no TLS handshake until its certificate is signed", "error", err)
+			}
+		}()
+		serverTLS = serving.ServerTLS()
+		// Peers are checked against the address dialled; the gateway dials
+		// loopback and checks this node's IP, which the certificate names.
+		peer, gwClient := pki.NewClient(""), pki.NewClient(cfg.NodeIP.String())
+		peerTLS, gwTLS = peer, gwClient
+		go func() {
+			roots, err := pki.Trust(ctx, kube, log, cfg.DaemonNamespace, cfg.CAConfigMap, 2*time.Second)
+			if err != nil {
+				trustDone <- err
+				return
+			}
+			peer.SetRoots(roots)
+			gwClient.SetRoots(roots)
+			if renewed, err := serving.Trusted(roots); err != nil {
+				log.Error("serving certificate of a replaced CA not discarded", "error", err)
+			} else if renewed {
+				log.Info("serving certificate of a replaced CA discarded; a new one is asked for")
+			}
+			log.Info("meshnetd trusts the CA of meshnet-controller", "configmap", cfg.DaemonNamespace+"/"+cfg.CAConfigMap)
+		}()
+	} else {
+		log.Warn("meshnetd serves plaintext (no --tls): tokens cross the node network in clear")
+	}
 	var creds credentials.PerRPCCredentials
 	if cfg.TokenFile != "" {
-		// TODO(tls): the node network carries the token in clear until
-		// meshnetd serves TLS.
-		creds = auth.TokenFile{Path: cfg.TokenFile, Insecure: true}
+		creds = auth.TokenFile{Path: cfg.TokenFile, Insecure: !cfg.TLS}
 	} else {
 		log.Warn("no --token-file: calls to other nodes' meshnetd will be refused")
 	}
-	pool := daemonclient.NewPool(nil, creds)
+	pool := daemonclient.NewPool(peerTLS, creds)
 	defer pool.Close()
 	locks := &linklock.Locks{}
 	var linkSrv *linkserver.Server // serves before any DEL reaches Forget
@@ -274,9 +322,13 @@ func Run(ctx context.Context, cfg Config) error {
 	policy := Policy(cfg.ReadOpen)
 	checker := auth.NewChecker(kube, tokenReviewTTL)
 	rpc := metrics.NewRPC()
-	tcp := grpc.NewServer(
+	serverOpts := []grpc.ServerOption{}
+	if serverTLS != nil {
+		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(serverTLS)))
+	}
+	tcp := grpc.NewServer(append(serverOpts,
 		grpc.ChainUnaryInterceptor(rpc.UnaryServerInterceptor(), auth.UnaryInterceptor(checker, policy)),
-		grpc.ChainStreamInterceptor(rpc.StreamServerInterceptor(), auth.StreamInterceptor(checker, policy)))
+		grpc.ChainStreamInterceptor(rpc.StreamServerInterceptor(), auth.StreamInterceptor(checker, policy)))...)
 	meshnetv1.RegisterPeerServiceServer(tcp, wirer.PeerServer(linkSrv))
 	meshnetv1.RegisterLinkServiceServer(tcp, linkSrv)
 	meshnetv1.RegisterDataServiceServer(tcp, dataSrv)
@@ -301,12 +353,17 @@ func Run(ctx context.Context, cfg Config) error {
 		unixLis.Close()
 		return fmt.Errorf("listen on %s: %w", cfg.GRPCAddr, err)
 	}
+	var gwDial []grpc.DialOption
+	if gwTLS != nil {
+		gwDial = []grpc.DialOption{grpc.WithTransportCredentials(gwTLS)}
+	}
 	gw, err := gateway.New(ctx, gateway.Config{
-		Endpoint:  loopback(tcpLis.Addr()),
-		Services:  []gateway.Register{meshnetv1.RegisterLinkServiceHandler, meshnetv1.RegisterDataServiceHandler},
-		Gatherer:  registry,
-		Profiling: cfg.Profiling,
-		Topology:  topoview.Handler(),
+		Endpoint:    loopback(tcpLis.Addr()),
+		DialOptions: gwDial,
+		Services:    []gateway.Register{meshnetv1.RegisterLinkServiceHandler, meshnetv1.RegisterDataServiceHandler},
+		Gatherer:    registry,
+		Profiling:   cfg.Profiling,
+		Topology:    topoview.Handler(),
 	})
 	if err != nil {
 		unixLis.Close()
@@ -320,12 +377,19 @@ func Run(ctx context.Context, cfg Config) error {
 		tcpLis.Close()
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
-	httpSrv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
+	// The server's own errors are mostly handshakes cut short: the
+	// liveness probe's TCP connect, a client speaking plain HTTP.
+	httpSrv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second, TLSConfig: serverTLS,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	serveHTTP := httpSrv.Serve
+	if serverTLS != nil {
+		serveHTTP = func(l net.Listener) error { return httpSrv.ServeTLS(l, "", "") }
+	}
 
 	serveErr := make(chan error, 3)
 	go func() { serveErr <- unix.Serve(unixLis) }()
 	go func() { serveErr <- tcp.Serve(tcpLis) }()
-	go func() { serveErr <- httpSrv.Serve(httpLis) }()
+	go func() { serveErr <- serveHTTP(httpLis) }()
 	statusDone := make(chan struct{})
 	go func() { wirer.Run(ctx); close(statusDone) }()
 	watchDone := make(chan struct{})
@@ -338,7 +402,7 @@ func Run(ctx context.Context, cfg Config) error {
 			log.Warn("runtime state not re-applied", "pod", p.Key().String(), "error", err)
 		}
 	}
-	log.Info("meshnetd serving", "socket", cfg.Socket, "grpc_addr", tcpLis.Addr().String(), "http_addr", httpLis.Addr().String(), "node_ip", cfg.NodeIP)
+	log.Info("meshnetd serving", "tls", cfg.TLS, "socket", cfg.Socket, "grpc_addr", tcpLis.Addr().String(), "http_addr", httpLis.Addr().String(), "node_ip", cfg.NodeIP)
 
 	installed := make(chan error, 1)
 	go func() { installed <- installCNI(ctx, cfg, log) }()
@@ -351,6 +415,8 @@ func Run(ctx context.Context, cfg Config) error {
 			runErr = fmt.Errorf("grpc server: %w", err)
 		case err := <-cacheDone:
 			runErr = fmt.Errorf("kubernetes cache stopped: %w", err)
+		case err := <-trustDone:
+			runErr = err
 		case err := <-installed:
 			runErr, installed = err, nil
 		}

@@ -44,7 +44,7 @@ func (c *Cluster) fabric() error {
 
 // plug connects a node's namespace to the node network as NodeNIC with ip.
 func (c *Cluster) plug(nsPath string, ip netip.Addr, seq int) error {
-	fab := filepath.Join(netnsDir, c.opts.Prefix+"fabric")
+	fab := c.FabricNetns()
 	peer := fmt.Sprintf("fab%d", seq)
 	steps := [][]string{
 		{"nsenter", "--net=" + nsPath, "--", "ip", "link", "set", "lo", "up"},

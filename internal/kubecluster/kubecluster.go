@@ -239,6 +239,10 @@ func (c *Cluster) Node(name string) *Node {
 // Dir is the cluster's directory.
 func (c *Cluster) Dir() string { return c.opts.Dir }
 
+// FabricNetns is the path of the node network's namespace: a capture on
+// its interfaces (-i any) sees every frame between the nodes and the host.
+func (c *Cluster) FabricNetns() string { return filepath.Join(netnsDir, c.opts.Prefix+"fabric") }
+
 func (c *Cluster) onClose(f func() error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -88,7 +88,7 @@ func (g guide) String() string {
 	w(`  curl -sN -H %s "%s/links/%s/capture?max_packets=4&duration=3s" | tshark -r -   # its traffic, live; or | wireshark -k -i -`, auth, rest, local.Intf)
 	w("  curl -s http://%s:%d/v1/namespaces/%s/graph       # what Grafana's Node Graph draws", node.IP, lab.HTTPPort, ns)
 	w("  curl -s http://%s:%d/metrics | grep meshnet_link_", node.IP, lab.HTTPPort)
-	w("%s", pageLine(node.IP.String(), ns))
+	w("%s", pageLine("http", node.IP.String(), ns))
 	w("Logs: %s (the lab), %s, %s", filepath.Join(g.lab.Dir(), logFile), filepath.Join(g.lab.Dir(), "meshnet-controller.log"), node.LogFile)
 	w("Remove every trace: %s", g.down)
 	return b.String()
@@ -109,10 +109,10 @@ func kubectlMeshnet(w func(string, ...any), binDir, ns, pod, intf string) bool {
 }
 
 // pageLine is the guides' line naming the topology page of namespace ns,
-// as the meshnetd at ip serves it.
-func pageLine(ip, ns string) string {
-	return fmt.Sprintf("Topology page, live (click a link for both of its ends): http://%s:%d%s?namespace=%s",
-		ip, lab.HTTPPort, gateway.TopologyPath, ns)
+// as the meshnetd at ip serves it (scheme https when it serves TLS).
+func pageLine(scheme, ip, ns string) string {
+	return fmt.Sprintf("Topology page, live (click a link for both of its ends): %s://%s:%d%s?namespace=%s",
+		scheme, ip, lab.HTTPPort, gateway.TopologyPath, ns)
 }
 
 // exampleLink is the first link between two pods, or else the first link.

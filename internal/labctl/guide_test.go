@@ -11,7 +11,8 @@ import (
 func pageURL(t *testing.T, guide string) string {
 	t.Helper()
 	for _, line := range strings.Split(guide, "\n") {
-		if i := strings.Index(line, "http://"); i >= 0 && strings.HasPrefix(line, "Topology page") {
+		if i := strings.Index(line, "://"); i >= 0 && strings.HasPrefix(line, "Topology page") {
+			i = strings.LastIndex(line[:i], " ") + 1
 			return strings.TrimSpace(line[i:])
 		}
 	}

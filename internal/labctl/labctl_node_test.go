@@ -3,6 +3,8 @@
 package labctl_test
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -12,6 +14,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshnet/meshnet/internal/gateway"
 	"github.com/meshnet/meshnet/internal/kubecluster"
@@ -45,7 +48,19 @@ func TestNodeLabUpRunsItsGuideAndDownLeavesNothing(t *testing.T) {
 	// The topology page the guide prints, served by the installed
 	// DaemonSet's meshnetd, and the graph it draws from; before the
 	// guide's commands, whose last restarts the DaemonSet.
+	// meshnetd serves TLS as installed: the page is https, with the CA the
+	// lab wrote beside its kubeconfig, and nothing is served in clear.
 	page := pageURL(t, guide)
+	if !strings.HasPrefix(page, "https://") {
+		t.Fatalf("topology page %s, want https (meshnetd serves TLS as installed)", page)
+	}
+	httpGet := httpsGetter(t, filepath.Join(dir, labctl.CAFileName))
+	if resp, err := http.Get(strings.Replace(page, "https://", "http://", 1)); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Errorf("meshnetd answered plain HTTP with 200; want TLS only")
+		}
+	}
 	if code, body := httpGet(t, page); code != http.StatusOK || !strings.Contains(body, "topology.js") {
 		t.Errorf("GET %s: %d %.200s, want the topology page", page, code, body)
 	}
@@ -83,9 +98,24 @@ func TestNodeLabUpRunsItsGuideAndDownLeavesNothing(t *testing.T) {
 	}
 }
 
-func httpGet(t *testing.T, url string) (int, string) {
+// httpsGetter returns a GET that trusts the CA in caFile only.
+func httpsGetter(t *testing.T, caFile string) func(*testing.T, string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url)
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatalf("the lab's CA file: %v", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(ca) {
+		t.Fatalf("%s holds no certificate", caFile)
+	}
+	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	return func(t *testing.T, url string) (int, string) { return get(t, c, url) }
+}
+
+func get(t *testing.T, c *http.Client, url string) (int, string) {
+	t.Helper()
+	resp, err := c.Get(url)
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}

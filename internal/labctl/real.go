@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -77,7 +78,11 @@ func serveReal(ctx context.Context, cfg Config, f *topofile.File) (err error) {
 	if err != nil {
 		return err
 	}
-	g := realGuide{c: c, f: f, ns: cfg.Namespace, down: downCommand(cfg.Dir), binDir: cfg.BinDir, took: time.Since(start)}
+	caFile, err := writeCA(ctx, c, cfg.Dir)
+	if err != nil {
+		return err
+	}
+	g := realGuide{c: c, f: f, ns: cfg.Namespace, down: downCommand(cfg.Dir), binDir: cfg.BinDir, caFile: caFile, took: time.Since(start)}
 	text, err := g.String(ctx)
 	if err != nil {
 		return err
@@ -88,6 +93,29 @@ func serveReal(ctx context.Context, cfg Config, f *topofile.File) (err error) {
 	log.Info("lab ready", "kubeconfig", c.Kubeconfig, "took", time.Since(start).Round(time.Millisecond))
 	<-ctx.Done()
 	return nil
+}
+
+// CAFileName is where a lab on real nodes keeps meshnetd's CA certificate,
+// in its directory, for the guide's grpcurl and curl lines and the page.
+const CAFileName = "meshnet-ca.crt"
+
+// writeCA writes the CA certificate that meshnet-controller published
+// (ConfigMap meshnet/meshnet-ca) into dir, and returns its path; "" when
+// the installed meshnet serves plaintext (no certificate published).
+func writeCA(ctx context.Context, c *kubecluster.Cluster, dir string) (string, error) {
+	var cm corev1.ConfigMap
+	err := c.Client.Get(ctx, client.ObjectKey{Namespace: "meshnet", Name: "meshnet-ca"}, &cm)
+	if apierrors.IsNotFound(err) || (err == nil && cm.Data["ca.crt"] == "") {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read meshnetd's CA: %w", err)
+	}
+	path := filepath.Join(dir, CAFileName)
+	if err := os.WriteFile(path, []byte(cm.Data["ca.crt"]), 0o644); err != nil {
+		return "", fmt.Errorf("write meshnetd's CA: %w", err)
+	}
+	return path, nil
 }
 
 // routerPod is a router of the lab: a sleeping busybox, as meshnet-cni's
@@ -139,6 +167,9 @@ type realGuide struct {
 	ns     string
 	down   string
 	binDir string
+	// caFile is meshnetd's CA certificate; "" when meshnetd serves
+	// plaintext.
+	caFile string
 	took   time.Duration
 }
 
@@ -190,21 +221,35 @@ func (g realGuide) String(ctx context.Context) (string, error) {
 		if _, err := os.Stat(filepath.Join(g.binDir, "grpcurl")); err == nil {
 			grpcurl = filepath.Join(g.binDir, "grpcurl")
 		}
+		grpcTLS, curlTLS, scheme := "-plaintext", "", "http"
+		if g.caFile != "" {
+			// meshnetd serves TLS: the CA is the one meshnet-controller
+			// published (kubectl -n meshnet get configmap meshnet-ca).
+			w("  CA=%s   # meshnetd's CA: kubectl -n meshnet get configmap meshnet-ca -o jsonpath='{.data.ca\\.crt}'", g.caFile)
+			grpcTLS, curlTLS, scheme = "-cacert $CA", "--cacert $CA ", "https"
+		}
 		w("  TOKEN=$(kubectl -n meshnet create token meshnet-operator)")
-		w(`  %s -plaintext -H "authorization: Bearer $TOKEN" -d '{"namespace":"%s","pod":"%s","interface":"%s","state":"LINK_STATE_DOWN"}' %s:%d meshnet.v1.LinkService/SetLinkState`,
-			grpcurl, g.ns, local.Name, local.Intf, hostIP, lab.GRPCPort)
-		w("  curl -s http://%s:%d/v1/namespaces/%s/pods/%s/links", hostIP, lab.HTTPPort, g.ns, local.Name)
+		w(`  %s %s -H "authorization: Bearer $TOKEN" -d '{"namespace":"%s","pod":"%s","interface":"%s","state":"LINK_STATE_DOWN"}' %s:%d meshnet.v1.LinkService/SetLinkState`,
+			grpcurl, grpcTLS, g.ns, local.Name, local.Intf, hostIP, lab.GRPCPort)
+		w("  curl -s %s%s://%s:%d/v1/namespaces/%s/pods/%s/links", curlTLS, scheme, hostIP, lab.HTTPPort, g.ns, local.Name)
 		if plugin {
 			w("  kubectl meshnet capture %s %s -n %s -c 4 --duration 3s -w - | tshark -r -   # its traffic, live, through the API server; or | wireshark -k -i -",
 				local.Name, local.Intf, g.ns)
 		} else {
-			w(`  curl -sN -H "authorization: Bearer $TOKEN" "http://%s:%d/v1/namespaces/%s/pods/%s/links/%s/capture?max_packets=4&duration=3s" | tshark -r -`,
-				hostIP, lab.HTTPPort, g.ns, local.Name, local.Intf)
+			w(`  curl -sN %s-H "authorization: Bearer $TOKEN" "%s://%s:%d/v1/namespaces/%s/pods/%s/links/%s/capture?max_packets=4&duration=3s" | tshark -r -`,
+				curlTLS, scheme, hostIP, lab.HTTPPort, g.ns, local.Name, local.Intf)
 		}
 	}
 	w("  kubectl -n meshnet rollout restart daemonset/meshnetd   # links and their state survive")
 	if hostIP != "" {
-		w("%s", pageLine(hostIP, g.ns))
+		scheme := "http"
+		if g.caFile != "" {
+			scheme = "https"
+		}
+		w("%s", pageLine(scheme, hostIP, g.ns))
+		if g.caFile != "" {
+			w("The page's certificate is signed by meshnet's own CA, %s: import it into your browser, or accept its warning.", g.caFile)
+		}
 	}
 	w("Remove it: %s", g.down)
 	return b.String(), nil
