@@ -158,6 +158,9 @@ func run() error {
 			return err
 		}
 	}
+	if insecureConn {
+		logger.Warn("meshnet-controller calls meshnetd in plaintext (--daemon-plaintext): its token crosses the node network in clear")
+	}
 	r.Pool = daemonclient.NewPool(transport, auth.TokenFile{Path: tokenFile, Insecure: insecureConn})
 	defer r.Pool.Close()
 	if relayAddr != "0" {

@@ -14,6 +14,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/florianl/go-tc/core"
@@ -87,7 +89,8 @@ type Config struct {
 	// it exists, a stopping meshnetd keeps its conflist. Empty: always
 	// removed on stop.
 	DaemonSet string
-	// StateDir holds the pod store (StateDir/pods).
+	// StateDir holds the pod store (StateDir/pods), runtime link state
+	// (StateDir/links) and, with TLS, the serving certificate (StateDir/pki).
 	StateDir string
 	// CNIBinDir and CNIConfDir are the runtime's CNI directories.
 	CNIBinDir, CNIConfDir string
@@ -176,6 +179,21 @@ func loopback(a net.Addr) string {
 	return net.JoinHostPort("127.0.0.1", port)
 }
 
+// serverErrors takes net/http's server errors into slog: handshakes cut
+// short (the liveness probe's TCP connect, a client speaking plain HTTP to
+// the TLS port) at debug level, anything else as a warning.
+type serverErrors struct{ log *slog.Logger }
+
+func (e serverErrors) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	if strings.Contains(msg, "TLS handshake error") {
+		e.log.Debug("http server", "error", msg)
+	} else {
+		e.log.Warn("http server", "error", msg)
+	}
+	return len(p), nil
+}
+
 // tokenReviewTTL is how long a reviewed token is trusted.
 const tokenReviewTTL = 30 * time.Second
 
@@ -253,6 +271,7 @@ func Run(ctx context.Context, cfg Config) error {
 	var (
 		serverTLS      *tls.Config
 		peerTLS, gwTLS credentials.TransportCredentials
+		trust          func(*daemonclient.Pool)
 	)
 	if cfg.TLS {
 		serving, err := pki.NewServing(ctx, kube, pki.ServingOptions{Node: cfg.NodeName, IP: cfg.NodeIP, Dir: filepath.Join(cfg.StateDir, "pki"), Log: log})
@@ -270,7 +289,8 @@ func Run(ctx context.Context, cfg Config) error {
 		// loopback and checks this node's IP, which the certificate names.
 		peer, gwClient := pki.NewClient(""), pki.NewClient(cfg.NodeIP.String())
 		peerTLS, gwTLS = peer, gwClient
-		go func() {
+		// Once the pool exists (below), the CA is awaited beside the rest.
+		trust = func(pool *daemonclient.Pool) {
 			roots, err := pki.Trust(ctx, kube, log, cfg.DaemonNamespace, cfg.CAConfigMap, 2*time.Second)
 			if err != nil {
 				trustDone <- err
@@ -278,13 +298,14 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 			peer.SetRoots(roots)
 			gwClient.SetRoots(roots)
+			pool.ResetConnectBackoff()
 			if renewed, err := serving.Trusted(roots); err != nil {
 				log.Error("serving certificate of a replaced CA not discarded", "error", err)
 			} else if renewed {
 				log.Info("serving certificate of a replaced CA discarded; a new one is asked for")
 			}
 			log.Info("meshnetd trusts the CA of meshnet-controller", "configmap", cfg.DaemonNamespace+"/"+cfg.CAConfigMap)
-		}()
+		}
 	} else {
 		log.Warn("meshnetd serves plaintext (no --tls): tokens cross the node network in clear")
 	}
@@ -296,6 +317,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	pool := daemonclient.NewPool(peerTLS, creds)
 	defer pool.Close()
+	if trust != nil {
+		go trust(pool)
+	}
 	locks := &linklock.Locks{}
 	var linkSrv *linkserver.Server // serves before any DEL reaches Forget
 	wirer, err := wiring.New(wiring.Config{
@@ -377,10 +401,8 @@ func Run(ctx context.Context, cfg Config) error {
 		tcpLis.Close()
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
-	// The server's own errors are mostly handshakes cut short: the
-	// liveness probe's TCP connect, a client speaking plain HTTP.
 	httpSrv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second, TLSConfig: serverTLS,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+		ErrorLog: stdlog.New(serverErrors{log}, "", 0)}
 	serveHTTP := httpSrv.Serve
 	if serverTLS != nil {
 		serveHTTP = func(l net.Listener) error { return httpSrv.ServeTLS(l, "", "") }

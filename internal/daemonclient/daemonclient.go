@@ -50,6 +50,17 @@ func (p *Pool) Conn(addr string) (*grpc.ClientConn, error) {
 	return c, nil
 }
 
+// ResetConnectBackoff has every connection try again at once: after the
+// credentials became able to connect (meshnetd learned its CA), rather than
+// after gRPC's backoff of up to two minutes.
+func (p *Pool) ResetConnectBackoff() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.ResetConnectBackoff()
+	}
+}
+
 // Close closes every connection.
 func (p *Pool) Close() error {
 	p.mu.Lock()

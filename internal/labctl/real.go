@@ -17,6 +17,7 @@ import (
 	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/kubecluster"
 	"github.com/meshnet/meshnet/internal/lab"
+	"github.com/meshnet/meshnet/internal/pki"
 	"github.com/meshnet/meshnet/internal/topofile"
 )
 
@@ -105,14 +106,14 @@ const CAFileName = "meshnet-ca.crt"
 func writeCA(ctx context.Context, c *kubecluster.Cluster, dir string) (string, error) {
 	var cm corev1.ConfigMap
 	err := c.Client.Get(ctx, client.ObjectKey{Namespace: "meshnet", Name: "meshnet-ca"}, &cm)
-	if apierrors.IsNotFound(err) || (err == nil && cm.Data["ca.crt"] == "") {
+	if apierrors.IsNotFound(err) || (err == nil && cm.Data[pki.CACertKey] == "") {
 		return "", nil
 	}
 	if err != nil {
 		return "", fmt.Errorf("read meshnetd's CA: %w", err)
 	}
 	path := filepath.Join(dir, CAFileName)
-	if err := os.WriteFile(path, []byte(cm.Data["ca.crt"]), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(cm.Data[pki.CACertKey]), 0o644); err != nil {
 		return "", fmt.Errorf("write meshnetd's CA: %w", err)
 	}
 	return path, nil

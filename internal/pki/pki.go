@@ -34,9 +34,9 @@ import (
 // what it asks for.
 const SignerName = "meshnet.networkop.co.uk/meshnetd"
 
-// CAKey is the key of the CA certificate in the ConfigMap and the Secret,
-// as in kube-root-ca.crt.
-const CAKey = "ca.crt"
+// CACertKey is the data key of the CA certificate in the ConfigMap and the
+// Secret, as in kube-root-ca.crt.
+const CACertKey = "ca.crt"
 
 // caValidity is the CA's lifetime; renewCABefore is how long before its
 // end a controller start replaces it.
@@ -119,11 +119,12 @@ func (ca *CA) Pool() *x509.CertPool {
 
 // Sign issues a serving certificate for req's public key, subject and
 // addresses, valid from now until now+validity (never past the CA's own
-// end). The caller has checked req; Sign only copies what it names.
-func (ca *CA) Sign(req *x509.CertificateRequest, now time.Time, validity time.Duration) ([]byte, error) {
+// end), and returns it (PEM) with its end. The caller has checked req; Sign
+// only copies what it names.
+func (ca *CA) Sign(req *x509.CertificateRequest, now time.Time, validity time.Duration) ([]byte, time.Time, error) {
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
 	if err != nil {
-		return nil, fmt.Errorf("make serial: %w", err)
+		return nil, time.Time{}, fmt.Errorf("make serial: %w", err)
 	}
 	notAfter := now.Add(validity)
 	if notAfter.After(ca.cert.NotAfter) {
@@ -144,9 +145,9 @@ func (ca *CA) Sign(req *x509.CertificateRequest, now time.Time, validity time.Du
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, req.PublicKey, ca.key)
 	if err != nil {
-		return nil, fmt.Errorf("sign certificate for %q: %w", req.Subject.CommonName, err)
+		return nil, time.Time{}, fmt.Errorf("sign certificate for %q: %w", req.Subject.CommonName, err)
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), nil
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), notAfter, nil
 }
 
 // The CA's Secret and ConfigMap, by name, made empty by deploy/.
@@ -166,48 +167,74 @@ type Names struct {
 // ConfigMap. Every controller replica calls it at start; replicas racing
 // to fill the Secret settle on the first write.
 func EnsureCA(ctx context.Context, kube kubernetes.Interface, log *slog.Logger, n Names) (*CA, error) {
-	secrets := kube.CoreV1().Secrets(n.Namespace)
+	now := time.Now()
+	ca, err := FillSecret(ctx, kube, log, SecretOptions[*CA]{
+		Namespace: n.Namespace, Name: n.Secret, What: "meshnetd CA",
+		Parse: func(data map[string][]byte) (*CA, error) {
+			return ParseCA(data[CACertKey], data[corev1.TLSPrivateKeyKey], now, renewCABefore)
+		},
+		Make: func() (map[string][]byte, error) {
+			certPEM, keyPEM, err := NewCA("meshnetd-ca", now)
+			return map[string][]byte{CACertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM}, err
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ca, publish(ctx, kube, n, ca.PEM)
+}
+
+// SecretOptions says which Secret FillSecret keeps, and how its data is
+// read and made.
+type SecretOptions[T any] struct {
+	Namespace, Name string
+	// What names the content in errors and logs ("meshnetd CA").
+	What string
+	// Parse reads the data, or says why it cannot be used.
+	Parse func(map[string][]byte) (T, error)
+	// Make makes new data, which Parse accepts.
+	Make func() (map[string][]byte, error)
+}
+
+// FillSecret returns what o.Parse reads from the Secret. A Secret that
+// o.Parse refuses (empty, as deploy/ makes it, broken, or about to expire)
+// is first filled with o.Make's data, and the replacement of data that was
+// there is logged with the reason. The Secret must exist: the caller may
+// update it and create none, since a right to create Secrets would let it
+// make a token Secret of another service account. Callers racing to fill it
+// (every controller replica at start) settle on the first write.
+func FillSecret[T any](ctx context.Context, kube kubernetes.Interface, log *slog.Logger, o SecretOptions[T]) (T, error) {
+	var zero T
+	secrets := kube.CoreV1().Secrets(o.Namespace)
+	name := o.Namespace + "/" + o.Name
 	for range 3 {
-		sec, err := secrets.Get(ctx, n.Secret, metav1.GetOptions{})
+		sec, err := secrets.Get(ctx, o.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("meshnetd CA: Secret %s/%s is missing (deploy/ makes it, empty, for the controller to fill)", n.Namespace, n.Secret)
+			return zero, fmt.Errorf("%s: Secret %s is missing (deploy/ makes it, empty, for the controller to fill)", o.What, name)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read meshnetd CA %s/%s: %w", n.Namespace, n.Secret, err)
-		}
-		now := time.Now()
-		ca, why := parseSecret(sec, now)
-		if why == nil {
-			return ca, publish(ctx, kube, n, ca.PEM)
+			return zero, fmt.Errorf("read %s %s: %w", o.What, name, err)
 		}
 		if len(sec.Data) > 0 {
-			log.Info("meshnetd CA replaced", "secret", n.Namespace+"/"+n.Secret, "reason", why.Error())
+			v, why := o.Parse(sec.Data)
+			if why == nil {
+				return v, nil
+			}
+			log.Info(o.What+" replaced", "secret", name, "reason", why.Error())
 		}
-		certPEM, keyPEM, err := NewCA("meshnetd-ca", now)
-		if err != nil {
-			return nil, err
+		if sec.Data, err = o.Make(); err != nil {
+			return zero, fmt.Errorf("make %s: %w", o.What, err)
 		}
-		sec.Data = map[string][]byte{CAKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM}
 		_, err = secrets.Update(ctx, sec, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) {
 			continue // another replica filled it: read that
 		}
 		if err != nil {
-			return nil, fmt.Errorf("write meshnetd CA %s/%s: %w", n.Namespace, n.Secret, err)
+			return zero, fmt.Errorf("write %s %s: %w", o.What, name, err)
 		}
-		if ca, err = ParseCA(certPEM, keyPEM, now, 0); err != nil {
-			return nil, err
-		}
-		return ca, publish(ctx, kube, n, ca.PEM)
+		return o.Parse(sec.Data)
 	}
-	return nil, fmt.Errorf("meshnetd CA %s/%s: replaced by others three times in a row", n.Namespace, n.Secret)
-}
-
-func parseSecret(s *corev1.Secret, now time.Time) (*CA, error) {
-	if len(s.Data) == 0 {
-		return nil, errors.New("empty")
-	}
-	return ParseCA(s.Data[CAKey], s.Data[corev1.TLSPrivateKeyKey], now, renewCABefore)
+	return zero, fmt.Errorf("%s %s: replaced by others three times in a row", o.What, name)
 }
 
 // publish writes the CA certificate into the ConfigMap, unless it is there.
@@ -221,13 +248,13 @@ func publish(ctx context.Context, kube kubernetes.Interface, n Names, caPEM []by
 		if err != nil {
 			return fmt.Errorf("read ConfigMap %s/%s: %w", n.Namespace, n.ConfigMap, err)
 		}
-		if cm.Data[CAKey] == string(caPEM) {
+		if cm.Data[CACertKey] == string(caPEM) {
 			return nil
 		}
 		if cm.Data == nil {
 			cm.Data = map[string]string{}
 		}
-		cm.Data[CAKey] = string(caPEM)
+		cm.Data[CACertKey] = string(caPEM)
 		_, err = maps.Update(ctx, cm, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) {
 			continue
@@ -241,30 +268,41 @@ func publish(ctx context.Context, kube kubernetes.Interface, n Names, caPEM []by
 }
 
 // Trust reads the CA certificate that the controller published in
-// namespace/configMap, waiting for it (poll) until ctx ends: meshnetd
-// starts before or beside the controller.
+// namespace/configMap, waiting for it until ctx ends: meshnetd starts
+// before or beside the controller. It asks again after poll, doubling the
+// wait up to 30 s, so that a thousand nodes waiting do not load the API
+// server; errors of the API server are logged and retried.
 func Trust(ctx context.Context, kube kubernetes.Interface, log *slog.Logger, namespace, configMap string, poll time.Duration) (*x509.CertPool, error) {
-	logged := time.Time{}
+	name := namespace + "/" + configMap
+	var logged time.Time
 	for {
 		cm, err := kube.CoreV1().ConfigMaps(namespace).Get(ctx, configMap, metav1.GetOptions{})
+		var why string
 		switch {
-		case err == nil && cm.Data[CAKey] != "":
+		case err == nil && cm.Data[CACertKey] != "":
 			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM([]byte(cm.Data[CAKey])) {
-				return nil, fmt.Errorf("ConfigMap %s/%s: %s holds no PEM certificate", namespace, configMap, CAKey)
+			if !pool.AppendCertsFromPEM([]byte(cm.Data[CACertKey])) {
+				return nil, fmt.Errorf("ConfigMap %s: %s holds no PEM certificate", name, CACertKey)
 			}
 			return pool, nil
-		case err != nil && !apierrors.IsNotFound(err):
-			return nil, fmt.Errorf("read meshnetd CA from ConfigMap %s/%s: %w", namespace, configMap, err)
+		case err == nil:
+			why = "waiting for meshnet-controller (--daemon-plaintext=false) to publish meshnetd's CA"
+		case apierrors.IsNotFound(err):
+			why = "ConfigMap of meshnetd's CA is missing (deploy/ makes it, empty, for meshnet-controller to fill)"
+		case apierrors.IsForbidden(err):
+			return nil, fmt.Errorf("read meshnetd's CA from ConfigMap %s: %w", name, err)
+		default:
+			why = "reading meshnetd's CA failed; retrying: " + err.Error()
 		}
 		if time.Since(logged) > 30*time.Second {
-			log.Info("waiting for meshnet-controller to publish meshnetd's CA", "configmap", namespace+"/"+configMap)
+			log.Info(why, "configmap", name)
 			logged = time.Now()
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("meshnetd CA in ConfigMap %s/%s: %w", namespace, configMap, ctx.Err())
+			return nil, fmt.Errorf("meshnetd CA in ConfigMap %s: %w", name, ctx.Err())
 		case <-time.After(poll):
 		}
+		poll = min(2*poll, 30*time.Second)
 	}
 }

@@ -43,7 +43,7 @@ func testCA(t *testing.T, ip string) (*CA, tls.Certificate) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leafPEM, err := ca.Sign(req, now, time.Hour)
+	leafPEM, _, err := ca.Sign(req, now, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,8 +34,9 @@ type Serving struct {
 	kube kubernetes.Interface
 	opts ServingOptions
 
-	mu sync.RWMutex
-	m  certificate.Manager
+	mu      sync.RWMutex
+	m       certificate.Manager
+	stopped bool
 }
 
 // ServingOptions says what to ask for.
@@ -51,9 +52,10 @@ type ServingOptions struct {
 const storeName = "meshnetd"
 
 // NewServing starts the certificate manager. It serves the certificate
-// kept in opts.Dir at once when that one is still valid for opts.IP and
-// opts.Node; otherwise it asks meshnet-controller for one, and until it is
-// signed GetCertificate fails (so do handshakes, and the readiness probe).
+// kept in opts.Dir at once while that one has not expired (and asks for a
+// new one at once when it no longer names opts.IP and opts.Node);
+// otherwise it asks meshnet-controller for one, and until it is signed
+// GetCertificate fails (so do handshakes, and the readiness probe).
 func NewServing(ctx context.Context, kube kubernetes.Interface, opts ServingOptions) (*Serving, error) {
 	s := &Serving{ctx: ctx, kube: kube, opts: opts}
 	m, err := s.start()
@@ -112,9 +114,14 @@ func (s *Serving) Trusted(roots *x509.CertPool) (bool, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.stopped {
+		return false, nil
+	}
+	// The old manager stops first, so that it writes no file meanwhile;
+	// if the new one cannot start, the old certificate is still served.
 	s.m.Stop()
 	old, _ := filepath.Glob(filepath.Join(s.opts.Dir, storeName+"-*.pem"))
-	for _, f := range append(old, filepath.Join(s.opts.Dir, storeName+"-current.pem")) {
+	for _, f := range old {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return false, fmt.Errorf("discard certificate of the old CA: %w", err)
 		}
@@ -158,10 +165,11 @@ func (s *Serving) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	return nil, errors.New("meshnetd has no valid serving certificate (expired, and none signed since)")
 }
 
-// Stop stops renewing.
+// Stop stops renewing, for good.
 func (s *Serving) Stop() {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = true
 	s.m.Stop()
 }
 
@@ -218,7 +226,7 @@ func (c *Client) ServerHandshake(net.Conn) (net.Conn, credentials.AuthInfo, erro
 
 // Info implements credentials.TransportCredentials.
 func (c *Client) Info() credentials.ProtocolInfo {
-	return credentials.ProtocolInfo{SecurityProtocol: "tls", SecurityVersion: "1.2", ServerName: c.serverName}
+	return credentials.ProtocolInfo{SecurityProtocol: "tls", ServerName: c.serverName}
 }
 
 // Clone implements credentials.TransportCredentials.

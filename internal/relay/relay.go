@@ -76,10 +76,11 @@ type Config struct {
 	Daemons partition.Finder
 	// Pool reaches the daemons with the controller's own credentials.
 	Pool *daemonclient.Pool
-	// Addr is where the relay serves, with Cert (ServingCert).
-	Addr string
-	Cert tls.Certificate
-	Log  *slog.Logger
+	// Addr is where the relay serves, with the certificate of the moment
+	// (Keeper.GetCertificate).
+	Addr           string
+	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	Log            *slog.Logger
 }
 
 // Server serves the aggregated API.
@@ -120,7 +121,7 @@ func (s *Server) Start(ctx context.Context) error {
 	// The front proxy's client certificate is asked for, not required
 	// here: the authenticator verifies it against the CA of the moment.
 	srv := &http.Server{Addr: s.cfg.Addr, Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		TLSConfig:   &tls.Config{Certificates: []tls.Certificate{s.cfg.Cert}, ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS12},
+		TLSConfig:   &tls.Config{GetCertificate: s.cfg.GetCertificate, ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS12},
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	go func() {
 		<-ctx.Done()
@@ -481,19 +482,17 @@ func AddToManager(ctx context.Context, mgr manager.Manager, daemons partition.Fi
 	if err != nil {
 		return fmt.Errorf("relay: client for %s: %w", cfg.Host, err)
 	}
-	cert, ca, err := ServingCert(ctx, kube, log, o.Namespace, o.Secret, o.Service)
+	keeper, err := NewKeeper(ctx, kube, dyn, log, o.Namespace, o.Secret, o.Service)
 	if err != nil {
 		return err
 	}
-	if err := TrustCA(ctx, dyn, ca); err != nil {
-		// Without its APIService (not deployed) the relay serves no one;
-		// the controller goes on.
-		log.Warn("aggregated API not registered", "error", err)
-	}
 	s, err := New(Config{Kube: kube, Checker: auth.NewChecker(kube, reviewTTL), Pods: mgr.GetCache(),
-		Daemons: daemons, Pool: pool, Addr: o.Addr, Cert: cert, Log: log})
+		Daemons: daemons, Pool: pool, Addr: o.Addr, GetCertificate: keeper.GetCertificate, Log: log})
 	if err != nil {
 		return fmt.Errorf("relay: %w", err)
+	}
+	if err := mgr.Add(keeper); err != nil {
+		return err
 	}
 	return mgr.Add(s)
 }

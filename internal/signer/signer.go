@@ -22,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -35,10 +36,6 @@ import (
 // +kubebuilder:rbac:groups=certificates.k8s.io,resources=certificatesigningrequests/approval;certificatesigningrequests/status,verbs=update
 // +kubebuilder:rbac:groups=certificates.k8s.io,resources=signers,verbs=approve;sign,resourceNames=meshnet.networkop.co.uk/meshnetd
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get
-
-// nodeNameKey is the extra the API server gives a user authenticated by a
-// service-account token bound to a pod: the pod's node.
-const nodeNameKey = "authentication.kubernetes.io/node-name"
 
 // DefaultValidity is how long a signed certificate is valid when the
 // request asks for no shorter; meshnetd renews at 70 to 90% of it.
@@ -84,11 +81,20 @@ func (s *Signer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 		has(&csr, certv1.CertificateDenied) || has(&csr, certv1.CertificateFailed) {
 		return ctrl.Result{}, nil
 	}
-	log := s.Log.With("csr", csr.Name, "node", first(csr.Spec.Extra[nodeNameKey]))
+	log := s.Log.With("csr", csr.Name, "node", first(csr.Spec.Extra[serviceaccount.NodeNameKey]))
 	x509req, err := s.check(ctx, &csr)
-	if err != nil {
+	var refused refusal
+	switch {
+	case errors.As(err, &refused) && has(&csr, certv1.CertificateApproved):
+		// Approved by someone else, or the node changed since our own
+		// approval: an approved request cannot be denied, only failed.
+		log.Info("meshnetd certificate request failed", "reason", err.Error())
+		return ctrl.Result{}, s.fail(ctx, &csr, err.Error())
+	case errors.As(err, &refused):
 		log.Info("meshnetd certificate request denied", "reason", err.Error())
 		return ctrl.Result{}, s.decide(ctx, &csr, certv1.CertificateDenied, "MeshnetdRequestInvalid", err.Error())
+	case err != nil:
+		return ctrl.Result{}, err // the API server's, not the request's: retried
 	}
 	if !has(&csr, certv1.CertificateApproved) {
 		if err := s.decide(ctx, &csr, certv1.CertificateApproved, "MeshnetdNodeServing", "meshnet-controller approved meshnetd's serving certificate for its node"); err != nil {
@@ -102,7 +108,7 @@ func (s *Signer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 	if e := csr.Spec.ExpirationSeconds; e != nil && time.Duration(*e)*time.Second < validity {
 		validity = time.Duration(*e) * time.Second
 	}
-	cert, err := s.CA.Sign(x509req, time.Now(), validity)
+	cert, notAfter, err := s.CA.Sign(x509req, time.Now(), validity)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -110,9 +116,24 @@ func (s *Signer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 	if _, err := s.Kube.CertificatesV1().CertificateSigningRequests().UpdateStatus(ctx, &csr, metav1.UpdateOptions{}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("write certificate of %s: %w", csr.Name, err)
 	}
-	log.Info("meshnetd certificate signed", "valid_until", time.Now().Add(validity).UTC().Format(time.RFC3339))
+	log.Info("meshnetd certificate signed", "valid_until", notAfter.UTC().Format(time.RFC3339))
 	return ctrl.Result{}, nil
 }
+
+// fail marks an approved request Failed, with why it is not signed.
+func (s *Signer) fail(ctx context.Context, csr *certv1.CertificateSigningRequest, message string) error {
+	csr.Status.Conditions = append(csr.Status.Conditions, certv1.CertificateSigningRequestCondition{
+		Type: certv1.CertificateFailed, Status: corev1.ConditionTrue, Reason: "MeshnetdRequestInvalid", Message: message, LastUpdateTime: metav1.Now(),
+	})
+	if _, err := s.Kube.CertificatesV1().CertificateSigningRequests().UpdateStatus(ctx, csr, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("mark %s Failed: %w", csr.Name, err)
+	}
+	return nil
+}
+
+// refusal is a reason of the request itself not to sign it; other errors
+// of check are the API server's, and are retried.
+type refusal struct{ error }
 
 // decide adds the condition through the approval subresource; the updated
 // object (new resourceVersion) is written back into csr.
@@ -128,28 +149,29 @@ func (s *Signer) decide(ctx context.Context, csr *certv1.CertificateSigningReque
 	return nil
 }
 
-// check returns the parsed request when it may be signed, or why not.
+// check returns the parsed request when it may be signed, a refusal
+// saying why not, or the API server's error.
 func (s *Signer) check(ctx context.Context, csr *certv1.CertificateSigningRequest) (*x509.CertificateRequest, error) {
 	if csr.Spec.Username != s.Requester {
-		return nil, fmt.Errorf("requested by %q; only %s may ask signer %s", csr.Spec.Username, s.Requester, pki.SignerName)
+		return nil, refusal{fmt.Errorf("requested by %q; only %s may ask signer %s", csr.Spec.Username, s.Requester, pki.SignerName)}
 	}
-	nodes := csr.Spec.Extra[nodeNameKey]
+	nodes := csr.Spec.Extra[serviceaccount.NodeNameKey]
 	if len(nodes) != 1 || nodes[0] == "" {
-		return nil, fmt.Errorf("the requester's token is not bound to a pod on a node (no %s); meshnetd's pod token is", nodeNameKey)
+		return nil, refusal{fmt.Errorf("the requester's token is not bound to a pod on a node (no %s, which Kubernetes 1.30 and later give a pod's token); meshnetd's pod token is", serviceaccount.NodeNameKey)}
 	}
 	req, err := parse(csr.Spec.Request)
 	if err != nil {
-		return nil, err
+		return nil, refusal{err}
 	}
 	node, err := s.Kube.CoreV1().Nodes().Get(ctx, nodes[0], metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("node %s does not exist", nodes[0])
+		return nil, refusal{fmt.Errorf("node %s does not exist", nodes[0])}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read node %s: %w", nodes[0], err)
 	}
 	if err := Check(req, csr.Spec.Usages, node); err != nil {
-		return nil, err
+		return nil, refusal{err}
 	}
 	return req, nil
 }

@@ -198,7 +198,7 @@ func TestClusterMeshnetdCertificates(t *testing.T) {
 	})
 
 	t.Run("RestartKeepsTheCertificate", func(t *testing.T) {
-		before := signedCount(t, admin)
+		before := requestCount(t, admin)
 		again, err := pki.NewServing(ctx, meshnetd, opts)
 		if err != nil {
 			t.Fatal(err)
@@ -212,7 +212,7 @@ func TestClusterMeshnetdCertificates(t *testing.T) {
 		if !bytes.Equal(a.Certificate[0], b.Certificate[0]) {
 			t.Error("a restart got a new certificate, want the one kept in its directory")
 		}
-		if after := signedCount(t, admin); after != before {
+		if after := requestCount(t, admin); after != before {
 			t.Errorf("a restart made %d requests, want none", after-before)
 		}
 		if _, err := os.Stat(filepath.Join(dir, "meshnetd-current.pem")); err != nil {
@@ -338,11 +338,11 @@ func TestClusterMeshnetdCertificateRenewal(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	t.Fatalf("the certificate valid until %s was not renewed before it expired (requests: %d)", first.Leaf.NotAfter.Format(time.RFC3339), signedCount(t, f.admin))
+	t.Fatalf("the certificate valid until %s was not renewed before it expired (requests: %d)", first.Leaf.NotAfter.Format(time.RFC3339), requestCount(t, f.admin))
 }
 
-// signedCount is how many requests of meshnet's signer exist.
-func signedCount(t *testing.T, kube kubernetes.Interface) int {
+// requestCount is how many requests of meshnet's signer exist.
+func requestCount(t *testing.T, kube kubernetes.Interface) int {
 	t.Helper()
 	list, err := kube.CertificatesV1().CertificateSigningRequests().List(context.Background(), metav1.ListOptions{})
 	if err != nil {
