@@ -218,6 +218,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil || port <= 0 {
 		return fmt.Errorf("grpc address %q needs a port", cfg.GRPCAddr)
 	}
+	// Before any connection of its own to the API server, which could
+	// take one of them as its local port.
+	if err := reservePorts(cfg.GRPCAddr, cfg.HTTPAddr); err != nil {
+		log.Warn("meshnetd's ports not reserved: an outgoing connection of the node may take one", "error", err)
+	}
 
 	restCfg, err := restConfig(cfg.Kubeconfig)
 	if err != nil {

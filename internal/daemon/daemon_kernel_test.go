@@ -335,6 +335,17 @@ func TestKernelDaemonServes(t *testing.T) {
 		}
 	})
 
+	// Its ports lie in the ephemeral range: the node's outgoing
+	// connections must not take them.
+	t.Run("ports reserved", func(t *testing.T) {
+		for _, n := range []*labnet.Node{l.a, l.b} {
+			got := strings.TrimSpace(run(t, n.Netns, "cat", "/proc/sys/net/ipv4/ip_local_reserved_ports"))
+			if !strings.Contains(got, "51111") || !strings.Contains(got, "51112") {
+				t.Errorf("%s: ip_local_reserved_ports %q, want 51111 and 51112", n.Name, got)
+			}
+		}
+	})
+
 	t.Run("http", func(t *testing.T) {
 		for _, p := range []string{"/healthz", "/readyz"} {
 			if code, body := curl(t, l.b, p); code != 200 {
