@@ -451,7 +451,8 @@ func TestClusterRBACLeastPrivilege(t *testing.T) {
 		sa: "meshnet-operator",
 		allowed: []access{topo("patch", ""), topo("get", ""), topo("list", ""),
 			// The same through the API server: meshnet's aggregated API.
-			{"get", "meshnet.networkop.co.uk", "pods", "proxy", "lab"}, {"list", "meshnet.networkop.co.uk", "links", "", "lab"}},
+			{"get", "meshnet.networkop.co.uk", "pods", "proxy", "lab"}, {"list", "meshnet.networkop.co.uk", "links", "", "lab"},
+			{"watch", "meshnet.networkop.co.uk", "links", "", "lab"}},
 		denied: []access{
 			// The daemons' own check (PeerService): an operator cannot pose as one.
 			topo("patch", "status"),

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -258,6 +259,47 @@ func captureThroughAPIServer(t *testing.T, c *kubecluster.Cluster, ns string) {
 			t.Errorf("links r1 --counters: RX-PACKETS %q, want at least the 4 echo replies captured above\n%s", row[col], stdout.String())
 		}
 		t.Logf("$ kubectl meshnet links r1 -n %s --counters\n%s", ns, stdout.String())
+	})
+	t.Run("ViewerWatchesTheKernel", func(t *testing.T) {
+		// kubectl meshnet watch's default source: each node's meshnetd,
+		// through the aggregated API. r1 is on one node and r2 on the
+		// other, so the relay watches both.
+		out := filepath.Join(dir, "watch.out")
+		f, err := os.Create(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		cmd := exec.Command(filepath.Join(os.Getenv("MESHNET_NODE_BIN"), "kubectl-meshnet"), "watch", "--kubeconfig", viewer, "-n", ns)
+		cmd.Stdout, cmd.Stderr = f, f
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+		printed := func() string { data, _ := os.ReadFile(out); return string(data) }
+		waitPrinted := func(what string, re *regexp.Regexp) {
+			t.Helper()
+			deadline := time.Now().Add(30 * time.Second)
+			for !re.MatchString(printed()) {
+				if time.Now().After(deadline) {
+					t.Fatalf("watch did not print %s within 30s:\n%s", what, printed())
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+		// The listing first: every link of both pods as the kernel has it.
+		waitPrinted("r1's and r2's eth1", regexp.MustCompile(`(?s)r[12] +eth1 +wired: vxlan, up, carrier yes.*r[12] +eth1 +wired: vxlan, up, carrier yes`))
+		for _, state := range []string{"down", "up"} {
+			var stdout, stderr strings.Builder
+			if code := meshnetctl.Main([]string{"--kubeconfig", editor, "-n", ns, state, "r1", "eth1"}, &stdout, &stderr); code != 0 {
+				t.Fatalf("kubectl meshnet %s r1 eth1 as an editor: exit %d\n%s%s", state, code, stdout.String(), stderr.String())
+			}
+		}
+		// Both ends, each from its own node, down and up again.
+		for _, pod := range []string{"r1", "r2"} {
+			waitPrinted(pod+" going down and up", regexp.MustCompile(`(?s)`+pod+` +eth1 +state up -> down.*`+pod+` +eth1 +state down -> up`))
+		}
+		t.Logf("$ kubectl meshnet watch -n %s (as a viewer)\n%s", ns, printed())
 	})
 	t.Run("ViewerIsRefused", func(t *testing.T) {
 		file := filepath.Join(dir, "viewer.pcapng")

@@ -178,13 +178,6 @@ func heldByPeer(pod string, l v1beta1.Link, pl *v1beta1.Link) bool {
 	return pl != nil && pl.PeerPod == pod && pl.State != nil && *pl.State == v1beta1.LinkDown
 }
 
-func linkStateFromProto(s meshnetv1.LinkState) v1beta1.LinkState {
-	if s == meshnetv1.LinkState_LINK_STATE_DOWN {
-		return v1beta1.LinkDown
-	}
-	return v1beta1.LinkUp
-}
-
 func linkStateToProto(s v1beta1.LinkState) meshnetv1.LinkState {
 	if s == v1beta1.LinkDown {
 		return meshnetv1.LinkState_LINK_STATE_DOWN

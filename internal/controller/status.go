@@ -13,7 +13,7 @@ import (
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/netemconv"
+	"github.com/meshnet/meshnet/internal/kernelstatus"
 )
 
 // convergedStatus is the status after a successful ApplyPod: the links as
@@ -41,7 +41,7 @@ func convergedStatus(topo *v1beta1.Topology, pod *corev1.Pod, d desired, kernel 
 		k, ok := kernel[l.LocalIntf]
 		switch {
 		case ok:
-			fillFromKernel(&ls, k)
+			kernelstatus.Fill(&ls, k)
 			if k.GetLastError() != "" {
 				errs = append(errs, fmt.Sprintf("%s: %s", l.LocalIntf, k.GetLastError()))
 			}
@@ -75,24 +75,6 @@ func convergedStatus(topo *v1beta1.Topology, pod *corev1.Pod, d desired, kernel 
 		setConditions(&st, topo.Generation, metav1.ConditionTrue, v1beta1.ReasonConverged, msg)
 	}
 	return st
-}
-
-func fillFromKernel(ls *v1beta1.LinkStatus, k *meshnetv1.LinkStatus) {
-	ls.Kind = v1beta1.LinkKindOf(k.GetKind())
-	if n := k.GetNode(); n != "" {
-		ls.Node = n
-	}
-	ls.State = linkStateFromProto(k.GetAdminState())
-	ls.Carrier = k.GetCarrier()
-	ls.MTU = int32(k.GetMtu())
-	s, _ := netemconv.FromProto(k.GetNetem()) // the kernel's: converted even where a spec would be refused
-	ls.Netem = netemconv.ToTopology(s)
-	ls.LastError = k.GetLastError()
-	if v := k.GetVxlan(); v != nil && k.GetKind() == meshnetv1.LinkKind_LINK_KIND_PHYSICAL {
-		ls.Physical = &v1beta1.PhysicalPeer{
-			VNI: int32(v.GetVni()), LocalVTEP: v.GetLocalVtep(), RemoteVTEP: v.GetRemoteVtep(), UDPPort: int32(v.GetUdpPort()),
-		}
-	}
 }
 
 // failedStatus keeps what the status said about the links and records why

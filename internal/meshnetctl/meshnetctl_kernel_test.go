@@ -450,7 +450,13 @@ func TestKernelCommandsAsUsers(t *testing.T) {
 	})
 
 	t.Run("watch", func(t *testing.T) {
-		cmd := exec.Command(filepath.Join(r.bin, "kubectl-meshnet"), "watch", "--kubeconfig", r.viewer, "-n", ns)
+		// The emulated lab's API server cannot reach a relay: the default
+		// source says so and names the other one.
+		_, stderr, code := r.run(t, r.viewer, "watch")
+		if code != 1 || !strings.Contains(stderr, "--source status") {
+			t.Errorf("watch without the aggregated API: exit %d, %q; want 1, naming --source status", code, stderr)
+		}
+		cmd := exec.Command(filepath.Join(r.bin, "kubectl-meshnet"), "watch", "--source", "status", "--kubeconfig", r.viewer, "-n", ns)
 		// A file, which the test reads while the command writes it.
 		out, err := os.Create(filepath.Join(t.TempDir(), "watch.out"))
 		if err != nil {

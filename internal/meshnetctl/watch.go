@@ -1,6 +1,7 @@
 package meshnetctl
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -10,54 +11,152 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/encoding/protojson"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/kernelstatus"
+	"github.com/meshnet/meshnet/internal/relay/relayapi"
 )
 
 func newWatchCommand(o *options) *cobra.Command {
+	var source string
 	cmd := &cobra.Command{
 		Use:   "watch",
 		Short: "Print the link changes of a namespace as they happen",
-		Long: `Print every change of a link of the namespace's pods as it happens: wired,
-state, carrier, MTU, netem, errors, and each pod's Ready condition.
+		Long: `Print every link of the namespace's pods, then each change as it happens:
+wired, state, carrier, MTU, netem, errors, removed, routes.
 
-The changes are those the pods' Topology status records: what the
-controller wrote back from the kernel, within a second or so of the
-change, not each notification of the kernel. Ctrl-C ends it.`,
+By default (--source kernel) the changes are the kernel's own, as each
+node's meshnetd sees them, within milliseconds, read through meshnet's
+aggregated API (list and watch on links, which the namespace's view role
+has). --source status follows the pods' Topology status instead: what the
+controller wrote back from the kernel, within a second or so, and each
+pod's Ready condition; it needs only the right to watch Topologies.
+Ctrl-C ends it.`,
 		Example: `  # Watch the lab while pulling a cable in another terminal
-  kubectl meshnet watch -n lab`,
+  kubectl meshnet watch -n lab
+
+  # The same from the Topologies' status (no aggregated API needed)
+  kubectl meshnet watch -n lab --source status`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var watch func(context.Context, io.Writer) error
+			switch source {
+			case "kernel":
+				watch = o.watchKernel
+			case "status":
+				watch = o.watch
+			default:
+				return fmt.Errorf("--source %q: want kernel or status", source)
+			}
 			if err := o.connect(); err != nil {
 				return err
 			}
-			err := o.watch(cmd.Context(), cmd.OutOrStdout())
+			err := watch(cmd.Context(), cmd.OutOrStdout())
 			if errors.Is(err, context.Canceled) {
 				return nil // Ctrl-C
 			}
 			return err
 		},
 	}
+	cmd.Flags().StringVar(&source, "source", "kernel", "where the changes come from: kernel (each node's meshnetd, through the aggregated API) or status (the Topologies' status)")
 	return cmd
+}
+
+// watchKernel prints the link events of the namespace, as the nodes'
+// meshnetd see them in the kernel, through the aggregated API, until ctx
+// ends. A stream that ends (a relay replica restarting) is opened again;
+// its listing then prints only what changed meanwhile.
+func (o *options) watchKernel(ctx context.Context, w io.Writer) error {
+	api, err := o.aggregated()
+	if err != nil {
+		return err
+	}
+	printHeader(w)
+	known := map[linkEnd]*v1beta1.LinkStatus{}
+	for first := true; ; first = false {
+		if !first {
+			if err := pause(ctx); err != nil {
+				return err
+			}
+		}
+		rc, err := api.Get().AbsPath(relayapi.LinksPath(o.namespace)).Param(relayapi.WatchParam, "true").Stream(ctx)
+		if apierrors.IsNotFound(err) && first {
+			return fmt.Errorf("%w (is meshnet's aggregated API, APIService %s, installed? --source status follows the Topologies' status without it)", err, relayapi.APIService)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if first {
+				return err
+			}
+			continue
+		}
+		lines := bufio.NewScanner(rc)
+		lines.Buffer(make([]byte, 64<<10), 16<<20)
+		for lines.Scan() {
+			var ev meshnetv1.WatchLinksResponse
+			if err := protojson.Unmarshal(lines.Bytes(), &ev); err != nil {
+				rc.Close()
+				return fmt.Errorf("read the aggregated API's event: %w", err)
+			}
+			printEvent(w, known, &ev)
+		}
+		rc.Close()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+// linkEnd names a link end in a namespace.
+type linkEnd struct{ pod, intf string }
+
+// printEvent prints what ev changed of the ends known, and records it.
+func printEvent(w io.Writer, known map[linkEnd]*v1beta1.LinkStatus, ev *meshnetv1.WatchLinksResponse) {
+	at := ev.GetTime().AsTime().Local()
+	pod := ev.GetPod().GetName()
+	switch ev.GetType() {
+	case meshnetv1.LinkEventType_LINK_EVENT_TYPE_ADDED, meshnetv1.LinkEventType_LINK_EVENT_TYPE_MODIFIED:
+		k := linkEnd{pod, ev.GetLink().GetInterface()}
+		now := &v1beta1.LinkStatus{LocalIntf: k.intf}
+		kernelstatus.Fill(now, ev.GetLink())
+		if old := known[k]; old == nil {
+			printLineAt(w, at, pod, k.intf, wired(now))
+		} else if d := linkChanges(old, now); len(d) > 0 {
+			printLineAt(w, at, pod, k.intf, strings.Join(d, ", "))
+		}
+		known[k] = now
+	case meshnetv1.LinkEventType_LINK_EVENT_TYPE_DELETED:
+		k := linkEnd{pod, ev.GetLink().GetInterface()}
+		if known[k] != nil {
+			printLineAt(w, at, pod, k.intf, "removed")
+			delete(known, k)
+		}
+	case meshnetv1.LinkEventType_LINK_EVENT_TYPE_ROUTES:
+		var rs []string
+		for _, r := range ev.GetRoutes() {
+			rs = append(rs, strings.TrimSpace(r.GetDst()+" via "+or(r.GetGw(), "link")+" "+r.GetDev()))
+		}
+		printLineAt(w, at, pod, "-", "routes: "+or(strings.Join(rs, ", "), none))
+	}
 }
 
 // watch prints the changes of the namespace's Topologies until ctx ends.
 func (o *options) watch(ctx context.Context, w io.Writer) error {
 	known := map[string]*v1beta1.Topology{}
-	fmt.Fprintf(w, "%-8s  %-16s  %-10s  %s\n", "TIME", "POD", "INTERFACE", "CHANGE")
+	printHeader(w)
 	for first := true; ; first = false {
 		if !first {
-			// A watch the server ended at once must not become a busy
-			// loop of lists.
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Second):
+			if err := pause(ctx); err != nil {
+				return err
 			}
 		}
 		var list v1beta1.TopologyList
@@ -157,23 +256,11 @@ func changes(old, now *v1beta1.Topology) []change {
 		delete(was, n.UID)
 		if o == nil || (o.State == "" && n.State != "") {
 			if n.State != "" {
-				out = append(out, change{n.LocalIntf, fmt.Sprintf("wired: %s, %s, carrier %s, mtu %d%s",
-					or(string(n.Kind), "?"), n.State, yesNo(n.Carrier), n.MTU, netemSuffix(n.Netem))})
+				out = append(out, change{n.LocalIntf, wired(n)})
 			}
 			continue
 		}
-		var d []string
-		diff := func(name, a, b string) {
-			if a != b {
-				d = append(d, fmt.Sprintf("%s %s -> %s", name, a, b))
-			}
-		}
-		diff("state", or(string(o.State), pending), or(string(n.State), pending))
-		diff("carrier", yesNo(o.Carrier), yesNo(n.Carrier))
-		diff("mtu", strconv.Itoa(int(o.MTU)), strconv.Itoa(int(n.MTU)))
-		diff("netem", words(o.Netem), words(n.Netem))
-		diff("error", or(o.LastError, none), or(n.LastError, none))
-		if len(d) > 0 {
+		if d := linkChanges(o, n); len(d) > 0 {
 			out = append(out, change{n.LocalIntf, strings.Join(d, ", ")})
 		}
 	}
@@ -190,6 +277,27 @@ func changes(old, now *v1beta1.Topology) []change {
 	return out
 }
 
+// wired says how a link end is, when it first appears.
+func wired(n *v1beta1.LinkStatus) string {
+	return fmt.Sprintf("wired: %s, %s, carrier %s, mtu %d%s", or(string(n.Kind), "?"), n.State, yesNo(n.Carrier), n.MTU, netemSuffix(n.Netem))
+}
+
+// linkChanges lists what differs between two readings of a link end.
+func linkChanges(o, n *v1beta1.LinkStatus) []string {
+	var d []string
+	diff := func(name, a, b string) {
+		if a != b {
+			d = append(d, fmt.Sprintf("%s %s -> %s", name, a, b))
+		}
+	}
+	diff("state", or(string(o.State), pending), or(string(n.State), pending))
+	diff("carrier", yesNo(o.Carrier), yesNo(n.Carrier))
+	diff("mtu", strconv.Itoa(int(o.MTU)), strconv.Itoa(int(n.MTU)))
+	diff("netem", words(o.Netem), words(n.Netem))
+	diff("error", or(o.LastError, none), or(n.LastError, none))
+	return d
+}
+
 func netemSuffix(n *v1beta1.Netem) string {
 	if n == nil {
 		return ""
@@ -197,6 +305,24 @@ func netemSuffix(n *v1beta1.Netem) string {
 	return ", netem " + words(n)
 }
 
-func printLine(w io.Writer, pod, intf, what string) {
-	fmt.Fprintf(w, "%-8s  %-16s  %-10s  %s\n", time.Now().Format(time.TimeOnly), pod, intf, what)
+// pause waits a second before a watch is opened again: one the server
+// ended at once must not become a busy loop.
+func pause(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Second):
+		return nil
+	}
+}
+
+// lineFormat is watch's columns: time, pod, interface, change.
+const lineFormat = "%-8s  %-16s  %-10s  %s\n"
+
+func printHeader(w io.Writer) { fmt.Fprintf(w, lineFormat, "TIME", "POD", "INTERFACE", "CHANGE") }
+
+func printLine(w io.Writer, pod, intf, what string) { printLineAt(w, time.Now(), pod, intf, what) }
+
+func printLineAt(w io.Writer, at time.Time, pod, intf, what string) {
+	fmt.Fprintf(w, lineFormat, at.Format(time.TimeOnly), pod, intf, what)
 }

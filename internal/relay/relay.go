@@ -203,7 +203,7 @@ func (s *Server) discovery(w http.ResponseWriter, r *http.Request) {
 				Name: relayapi.Resource + "/" + relayapi.ProxySubresource, Namespaced: true,
 				Kind: "PodProxyOptions", Verbs: metav1.Verbs{"get"},
 			}, {
-				Name: relayapi.LinksResource, Namespaced: true, Kind: "Link", Verbs: metav1.Verbs{"list"},
+				Name: relayapi.LinksResource, Namespaced: true, Kind: "Link", Verbs: metav1.Verbs{"list", "watch"},
 			}},
 		}
 	}
@@ -310,14 +310,23 @@ func (s *Server) links(w http.ResponseWriter, r *http.Request) {
 	log = log.With("user", user.Username)
 	q := withoutTimeout(r.URL.Query())
 	for k := range q {
-		if k != relayapi.PodParam {
-			s.refuse(w, log, apierrors.NewBadRequest(fmt.Sprintf("%s: unknown query parameter (known: %s)", k, relayapi.PodParam)))
+		if k != relayapi.PodParam && k != relayapi.WatchParam {
+			s.refuse(w, log, apierrors.NewBadRequest(fmt.Sprintf("%s: unknown query parameter (known: %s, %s)", k, relayapi.PodParam, relayapi.WatchParam)))
 			return
 		}
 	}
 	pod := q.Get(relayapi.PodParam)
+	watch, err := watchParam(q)
+	if err != nil {
+		s.refuse(w, log, apierrors.NewBadRequest(err.Error()))
+		return
+	}
 	if err := s.cfg.Checker.Authorize(r.Context(), user, readTopologies, ns); err != nil {
 		s.refuse(w, log, fromGRPC(err))
+		return
+	}
+	if watch {
+		s.watchLinks(w, r, log, ns, pod)
 		return
 	}
 	var pods corev1.PodList
@@ -361,6 +370,128 @@ func (s *Server) links(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(data)
 }
+
+// watchParam reads the watch parameter as the API server's own watches
+// spell it.
+func watchParam(q url.Values) (bool, error) {
+	v, ok := q[relayapi.WatchParam]
+	if !ok {
+		return false, nil
+	}
+	switch strings.Join(v, ",") {
+	case "true", "1":
+		return true, nil
+	case "false", "0":
+		return false, nil
+	}
+	return false, fmt.Errorf("%s %q: want true or false", relayapi.WatchParam, strings.Join(v, ","))
+}
+
+// watchLinks streams the link events of the namespace's pods (or of one
+// pod) from the meshnetd of every node they are on, one JSON object a
+// line (meshnetd's WatchLinksResponse), until the client leaves. Nodes
+// that the namespace's pods reach later are watched from the next scan
+// (every watchScan); a node whose stream ends is watched again from the
+// scan after, starting with its listing (ADDED ... SYNCED) again.
+func (s *Server) watchLinks(w http.ResponseWriter, r *http.Request, log *slog.Logger, ns, pod string) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		s.refuse(w, log, apierrors.NewInternalError(errors.New("the response cannot stream")))
+		return
+	}
+	// The streams' goroutines end when ctx does: cancel runs before Wait.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	events := make(chan *meshnetv1.WatchLinksResponse, 1024)
+	ended := make(chan string)
+	watching := map[string]bool{}
+	scan := func() error {
+		var pods corev1.PodList
+		if err := s.cfg.Pods.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, p := range pods.Items {
+			node := p.Spec.NodeName
+			if node == "" || watching[node] || (pod != "" && p.Name != pod) {
+				continue
+			}
+			conn, err := s.daemon(ctx, node)
+			if err != nil {
+				log.Info("node not watched yet", "node", node, "error", err)
+				continue
+			}
+			stream, err := meshnetv1.NewLinkServiceClient(conn).WatchLinks(ctx, &meshnetv1.WatchLinksRequest{Namespace: ns, Pod: pod})
+			if err != nil {
+				log.Info("node not watched yet", "node", node, "error", err)
+				continue
+			}
+			watching[node] = true
+			wg.Go(func() {
+				defer func() {
+					select {
+					case ended <- node:
+					case <-ctx.Done():
+					}
+				}()
+				for {
+					ev, err := stream.Recv()
+					if err != nil {
+						if ctx.Err() == nil {
+							log.Info("node's watch ended; watched again at the next scan", "node", node, "error", err)
+						}
+						return
+					}
+					select {
+					case events <- ev:
+					case <-ctx.Done():
+						return
+					}
+				}
+			})
+		}
+		return nil
+	}
+	if err := scan(); err != nil {
+		s.refuse(w, log, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	flusher.Flush()
+	log.Info("watch relayed", "nodes", len(watching))
+	tick := time.NewTicker(watchScan)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case node := <-ended:
+			delete(watching, node)
+		case <-tick.C:
+			if err := scan(); err != nil {
+				log.Info("pods not listed; scanning again later", "error", err)
+			}
+		case ev := <-events:
+			data, err := protojson.Marshal(ev)
+			if err != nil {
+				log.Error("event not encoded", "error", err)
+				continue
+			}
+			if _, err := w.Write(append(data, '\n')); err != nil {
+				return
+			}
+			if len(events) == 0 {
+				flusher.Flush()
+			}
+		}
+	}
+}
+
+// watchScan is how often a relayed watch looks for nodes the namespace's
+// pods reached since.
+const watchScan = 5 * time.Second
 
 // nodeLinks asks every node's meshnetd at once for the namespace's link
 // ends; a node that does not answer fails the read, named.

@@ -3,6 +3,7 @@
 package relay
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -12,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -157,11 +159,45 @@ func TestClusterRelay(t *testing.T) {
 			t.Errorf("links of r1 as viewer: %d %s (%v); want 200 and r1's eth1 with 10 packets received", code, body, err)
 		}
 	})
+	t.Run("ViewerWatchesEvents", func(t *testing.T) {
+		// The stand-in sends r1's eth1, SYNCED, then eth1's carrier lost,
+		// and holds the stream; orphan's node has no meshnetd, which the
+		// relay passes over (it scans again later).
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(wctx, http.MethodGet, ts.URL+relayapi.LinksPath("lab")+"?watch=true", nil)
+		req.Header.Set("X-Remote-User", "viewer")
+		req.Header.Set("X-Remote-Group", "system:authenticated")
+		res, err := proxy.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			body, _ := io.ReadAll(res.Body)
+			t.Fatalf("watch as viewer: %d %s", res.StatusCode, body)
+		}
+		lines := bufio.NewScanner(res.Body)
+		var got []string
+		for len(got) < 3 && lines.Scan() {
+			var ev meshnetv1.WatchLinksResponse
+			if err := protojson.Unmarshal(lines.Bytes(), &ev); err != nil {
+				t.Fatalf("line %q: %v", lines.Text(), err)
+			}
+			got = append(got, fmt.Sprintf("%s %s %t", ev.GetType(), ev.GetLink().GetInterface(), ev.GetLink().GetCarrier()))
+		}
+		want := []string{"LINK_EVENT_TYPE_ADDED eth1 true", "LINK_EVENT_TYPE_SYNCED  false", "LINK_EVENT_TYPE_MODIFIED eth1 false"}
+		if !slices.Equal(got, want) {
+			t.Errorf("events %q, want %q, each as it happened", got, want)
+		}
+	})
 	refusals = append(refusals, []refusal{
+		{"WatchNotABool", proxy, "viewer", relayapi.LinksPath("lab") + "?watch=maybe", http.StatusBadRequest, `watch "maybe": want true or false`},
+		{"WatchOfNobody", proxy, "nobody", relayapi.LinksPath("lab") + "?watch=true", http.StatusForbidden, `nobody may not list topologies.networkop.co.uk in namespace "lab"`},
 		{"LinksWithoutClientCertificate", ts.Client(), "viewer", relayapi.LinksPath("lab"), http.StatusUnauthorized, "front proxy"},
 		{"LinksOfNobody", proxy, "nobody", relayapi.LinksPath("lab"), http.StatusForbidden, `nobody may not list topologies.networkop.co.uk in namespace "lab"`},
 		{"LinksOfUnknownPod", proxy, "viewer", relayapi.LinksPath("lab") + "?pod=r9", http.StatusNotFound, `pods "r9" not found`},
-		{"LinksUnknownParameter", proxy, "viewer", relayapi.LinksPath("lab") + "?node=node-1", http.StatusBadRequest, "node: unknown query parameter (known: pod)"},
+		{"LinksUnknownParameter", proxy, "viewer", relayapi.LinksPath("lab") + "?node=node-1", http.StatusBadRequest, "node: unknown query parameter (known: pod, watch)"},
 		// orphan's node has no meshnetd: the namespace's read names it.
 		{"LinksOfANodeWithoutDaemon", proxy, "viewer", relayapi.LinksPath("lab"), http.StatusServiceUnavailable, "node-9"},
 	}...)
@@ -279,6 +315,22 @@ func (d captureDaemon) CaptureLink(req *meshnetv1.CaptureLinkRequest, s grpc.Ser
 			return err
 		}
 	}
+	return nil
+}
+
+func (d captureDaemon) WatchLinks(req *meshnetv1.WatchLinksRequest, s grpc.ServerStreamingServer[meshnetv1.WatchLinksResponse]) error {
+	d.calls.Add(1)
+	r1 := &meshnetv1.PodRef{Namespace: req.GetNamespace(), Name: "r1"}
+	for _, ev := range []*meshnetv1.WatchLinksResponse{
+		{Type: meshnetv1.LinkEventType_LINK_EVENT_TYPE_ADDED, Pod: r1, Link: &meshnetv1.LinkStatus{Pod: r1, Interface: "eth1", Carrier: true}},
+		{Type: meshnetv1.LinkEventType_LINK_EVENT_TYPE_SYNCED},
+		{Type: meshnetv1.LinkEventType_LINK_EVENT_TYPE_MODIFIED, Pod: r1, Link: &meshnetv1.LinkStatus{Pod: r1, Interface: "eth1", Carrier: false}},
+	} {
+		if err := s.Send(ev); err != nil {
+			return err
+		}
+	}
+	<-s.Context().Done()
 	return nil
 }
 

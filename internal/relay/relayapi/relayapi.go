@@ -29,6 +29,10 @@ const (
 	// one pod.
 	LinksResource = "links"
 	PodParam      = "pod"
+	// WatchParam (true) streams the link events of the namespace's pods
+	// as they happen instead: watch on links in Group, one meshnetd
+	// WatchLinksResponse in JSON a line.
+	WatchParam = "watch"
 )
 
 // GroupVersionPath is the API's discovery document.
