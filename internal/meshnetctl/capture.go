@@ -102,7 +102,7 @@ func (f captureFlags) output(stdout io.Writer) (io.Writer, func() error, error) 
 // capture streams a capture of pod's intf from the aggregated API into w,
 // and returns how many bytes it wrote.
 func (o *options) capture(ctx context.Context, w io.Writer, pod, intf string, f captureFlags) (int64, error) {
-	api, err := o.aggregated()
+	api, err := o.aggregated(0) // a stream: no --request-timeout
 	if err != nil {
 		return 0, err
 	}

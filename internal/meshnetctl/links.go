@@ -272,7 +272,7 @@ func printStructured(w io.Writer, format string, v any) error {
 // of the one pod's in args, through meshnet's aggregated API, and adds them
 // to views.
 func (o *options) addCounters(ctx context.Context, views []linkView, args []string) error {
-	api, err := o.aggregated()
+	api, err := o.aggregated(o.rest.Timeout)
 	if err != nil {
 		return err
 	}

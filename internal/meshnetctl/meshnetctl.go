@@ -123,9 +123,13 @@ func (o *options) connect() error {
 }
 
 // aggregated is a client of the API server for the paths of meshnet's
-// aggregated API (relayapi), which reach the pods' nodes.
-func (o *options) aggregated() (rest.Interface, error) {
-	cs, err := kubernetes.NewForConfig(o.rest)
+// aggregated API (relayapi), which reach the pods' nodes, with timeout
+// for each request: o.rest's (--request-timeout) for reads, 0 for streams,
+// which last as long as they are read.
+func (o *options) aggregated(timeout time.Duration) (rest.Interface, error) {
+	cfg := rest.CopyConfig(o.rest)
+	cfg.Timeout = timeout
+	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("client for %s: %w", o.rest.Host, err)
 	}

@@ -71,15 +71,17 @@ Ctrl-C ends it.`,
 
 // watchKernel prints the link events of the namespace, as the nodes'
 // meshnetd see them in the kernel, through the aggregated API, until ctx
-// ends. A stream that ends (a relay replica restarting) is opened again;
-// its listing then prints only what changed meanwhile.
+// ends. A stream that ends (a relay replica restarting) is opened again,
+// after a transient error too; its listing then prints only what changed
+// meanwhile (but not the link ends removed meanwhile, which the listing
+// cannot tell apart from those of a node not listed yet).
 func (o *options) watchKernel(ctx context.Context, w io.Writer) error {
-	api, err := o.aggregated()
+	api, err := o.aggregated(0) // a stream: no --request-timeout
 	if err != nil {
 		return err
 	}
 	printHeader(w)
-	known := map[linkEnd]*v1beta1.LinkStatus{}
+	seen := newSeen()
 	for first := true; ; first = false {
 		if !first {
 			if err := pause(ctx); err != nil {
@@ -87,16 +89,14 @@ func (o *options) watchKernel(ctx context.Context, w io.Writer) error {
 			}
 		}
 		rc, err := api.Get().AbsPath(relayapi.LinksPath(o.namespace)).Param(relayapi.WatchParam, "true").Stream(ctx)
-		if apierrors.IsNotFound(err) && first {
-			return fmt.Errorf("%w (is meshnet's aggregated API, APIService %s, installed? --source status follows the Topologies' status without it)", err, relayapi.APIService)
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if first {
-				return err
-			}
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case first && (apierrors.IsNotFound(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsBadRequest(err)):
+			return fmt.Errorf("%w (is meshnet's aggregated API, APIService %s, installed and Available? --source status follows the Topologies' status without it)", err, relayapi.APIService)
+		case err != nil && (first || !transient(err)):
+			return err
+		case err != nil:
 			continue
 		}
 		lines := bufio.NewScanner(rc)
@@ -107,20 +107,49 @@ func (o *options) watchKernel(ctx context.Context, w io.Writer) error {
 				rc.Close()
 				return fmt.Errorf("read the aggregated API's event: %w", err)
 			}
-			printEvent(w, known, &ev)
+			seen.print(w, &ev)
 		}
+		err = lines.Err()
 		rc.Close()
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if errors.Is(err, bufio.ErrTooLong) {
+			return fmt.Errorf("read the aggregated API's events: %w", err)
+		}
 	}
+}
+
+// transient reports whether a watch refused with err is worth opening
+// again: the relay or the API server busy or away, not the user's rights
+// or request.
+func transient(err error) bool {
+	return apierrors.IsServiceUnavailable(err) || apierrors.IsTooManyRequests(err) || apierrors.IsInternalError(err) ||
+		apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsUnexpectedServerError(err) || !isAPIStatus(err)
+}
+
+func isAPIStatus(err error) bool {
+	var status apierrors.APIStatus
+	return errors.As(err, &status)
 }
 
 // linkEnd names a link end in a namespace.
 type linkEnd struct{ pod, intf string }
 
-// printEvent prints what ev changed of the ends known, and records it.
-func printEvent(w io.Writer, known map[linkEnd]*v1beta1.LinkStatus, ev *meshnetv1.WatchLinksResponse) {
+// seen is what a kernel watch last printed of each link end and each
+// pod's routes, so that a listing prints only what changed.
+type seen struct {
+	links  map[linkEnd]*v1beta1.LinkStatus
+	routes map[string]string
+}
+
+func newSeen() *seen {
+	return &seen{links: map[linkEnd]*v1beta1.LinkStatus{}, routes: map[string]string{}}
+}
+
+// print prints what ev changed of what was seen, and records it. A
+// listing's lines carry the time of the listing.
+func (s *seen) print(w io.Writer, ev *meshnetv1.WatchLinksResponse) {
 	at := ev.GetTime().AsTime().Local()
 	pod := ev.GetPod().GetName()
 	switch ev.GetType() {
@@ -128,24 +157,29 @@ func printEvent(w io.Writer, known map[linkEnd]*v1beta1.LinkStatus, ev *meshnetv
 		k := linkEnd{pod, ev.GetLink().GetInterface()}
 		now := &v1beta1.LinkStatus{LocalIntf: k.intf}
 		kernelstatus.Fill(now, ev.GetLink())
-		if old := known[k]; old == nil {
+		if old := s.links[k]; old == nil {
 			printLineAt(w, at, pod, k.intf, wired(now))
 		} else if d := linkChanges(old, now); len(d) > 0 {
 			printLineAt(w, at, pod, k.intf, strings.Join(d, ", "))
 		}
-		known[k] = now
+		s.links[k] = now
 	case meshnetv1.LinkEventType_LINK_EVENT_TYPE_DELETED:
 		k := linkEnd{pod, ev.GetLink().GetInterface()}
-		if known[k] != nil {
+		if s.links[k] != nil {
 			printLineAt(w, at, pod, k.intf, "removed")
-			delete(known, k)
+			delete(s.links, k)
 		}
 	case meshnetv1.LinkEventType_LINK_EVENT_TYPE_ROUTES:
 		var rs []string
 		for _, r := range ev.GetRoutes() {
 			rs = append(rs, strings.TrimSpace(r.GetDst()+" via "+or(r.GetGw(), "link")+" "+r.GetDev()))
 		}
-		printLineAt(w, at, pod, "-", "routes: "+or(strings.Join(rs, ", "), none))
+		routes := or(strings.Join(rs, ", "), none)
+		if old, ok := s.routes[pod]; ok && old == routes || !ok && len(rs) == 0 {
+			return // unchanged, or none at the first listing
+		}
+		s.routes[pod] = routes
+		printLineAt(w, at, pod, "-", "routes: "+routes)
 	}
 }
 
@@ -290,6 +324,7 @@ func linkChanges(o, n *v1beta1.LinkStatus) []string {
 			d = append(d, fmt.Sprintf("%s %s -> %s", name, a, b))
 		}
 	}
+	diff("kind", or(string(o.Kind), "?"), or(string(n.Kind), "?"))
 	diff("state", or(string(o.State), pending), or(string(n.State), pending))
 	diff("carrier", yesNo(o.Carrier), yesNo(n.Carrier))
 	diff("mtu", strconv.Itoa(int(o.MTU)), strconv.Itoa(int(n.MTU)))

@@ -8,7 +8,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
-	"github.com/meshnet/meshnet/api/v1beta1"
 )
 
 // TestPrintEvent: a kernel event stream as watch prints it, one line per
@@ -23,7 +22,7 @@ func TestPrintEvent(t *testing.T) {
 		return &meshnetv1.WatchLinksResponse{Type: typ, Pod: r1, Link: l, Time: timestamppb.New(at)}
 	}
 	var b strings.Builder
-	known := map[linkEnd]*v1beta1.LinkStatus{}
+	seen := newSeen()
 	for _, e := range []*meshnetv1.WatchLinksResponse{
 		ev(meshnetv1.LinkEventType_LINK_EVENT_TYPE_ADDED, end(meshnetv1.LinkState_LINK_STATE_UP, true)),
 		{Type: meshnetv1.LinkEventType_LINK_EVENT_TYPE_SYNCED},
@@ -33,9 +32,12 @@ func TestPrintEvent(t *testing.T) {
 		ev(meshnetv1.LinkEventType_LINK_EVENT_TYPE_ADDED, end(meshnetv1.LinkState_LINK_STATE_DOWN, false)),
 		{Type: meshnetv1.LinkEventType_LINK_EVENT_TYPE_ROUTES, Pod: r1, Time: timestamppb.New(at),
 			Routes: []*meshnetv1.Route{{Dst: "192.0.2.0/24", Gw: "12.12.12.2"}}},
+		// Listed again (a relay's stream opened again): not printed again.
+		{Type: meshnetv1.LinkEventType_LINK_EVENT_TYPE_ROUTES, Pod: r1, Time: timestamppb.New(at),
+			Routes: []*meshnetv1.Route{{Dst: "192.0.2.0/24", Gw: "12.12.12.2"}}},
 		ev(meshnetv1.LinkEventType_LINK_EVENT_TYPE_DELETED, end(meshnetv1.LinkState_LINK_STATE_DOWN, false)),
 	} {
-		printEvent(&b, known, e)
+		seen.print(&b, e)
 	}
 	want := `22:04:23  r1                eth1        wired: vxlan, up, carrier yes, mtu 1450
 22:04:23  r1                eth1        state up -> down, carrier yes -> no

@@ -2,7 +2,7 @@
 // path from the Kubernetes API server to the pods' nodes. The API server
 // authenticates a user (client certificate, token or exec plugin, whatever
 // their kubeconfig holds), authorizes the request on the aggregated API's
-// resources (get on pods/proxy for a capture, list on links, in
+// resources (get on pods/proxy for a capture, list and watch on links, in
 // meshnet.networkop.co.uk), and proxies it here with the user's identity
 // in request headers, as it proxies kubectl top to metrics-server. The
 // relay trusts those headers only from a client certificate of the API
@@ -316,10 +316,9 @@ func (s *Server) links(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	pod := q.Get(relayapi.PodParam)
-	watch, err := watchParam(q)
-	if err != nil {
-		s.refuse(w, log, apierrors.NewBadRequest(err.Error()))
-		return
+	watch := watchParam(q)
+	if pod != "" {
+		log = log.With("pod", ns+"/"+pod)
 	}
 	if err := s.cfg.Checker.Authorize(r.Context(), user, readTopologies, ns); err != nil {
 		s.refuse(w, log, fromGRPC(err))
@@ -371,20 +370,15 @@ func (s *Server) links(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(data)
 }
 
-// watchParam reads the watch parameter as the API server's own watches
-// spell it.
-func watchParam(q url.Values) (bool, error) {
+// watchParam reads the watch parameter as the API server reads it, which
+// has authorized the request as a watch then: its first value, any case,
+// anything but "0" and "false" meaning true.
+func watchParam(q url.Values) bool {
 	v, ok := q[relayapi.WatchParam]
-	if !ok {
-		return false, nil
+	if !ok || len(v) == 0 {
+		return false
 	}
-	switch strings.Join(v, ",") {
-	case "true", "1":
-		return true, nil
-	case "false", "0":
-		return false, nil
-	}
-	return false, fmt.Errorf("%s %q: want true or false", relayapi.WatchParam, strings.Join(v, ","))
+	return v[0] != "0" && !strings.EqualFold(v[0], "false")
 }
 
 // watchLinks streams the link events of the namespace's pods (or of one
@@ -407,24 +401,22 @@ func (s *Server) watchLinks(w http.ResponseWriter, r *http.Request, log *slog.Lo
 	events := make(chan *meshnetv1.WatchLinksResponse, 1024)
 	ended := make(chan string)
 	watching := map[string]bool{}
-	scan := func() error {
+	// A node's stream is opened in its own goroutine, so that a node slow
+	// to answer holds up neither the others nor the response. A node that
+	// fails is logged once per watch, and tried again at every scan.
+	var failed sync.Map
+	scan := func() (found bool, err error) {
 		var pods corev1.PodList
 		if err := s.cfg.Pods.List(ctx, &pods, client.InNamespace(ns)); err != nil {
-			return err
+			return false, err
 		}
 		for _, p := range pods.Items {
+			if pod != "" && p.Name != pod {
+				continue
+			}
+			found = true
 			node := p.Spec.NodeName
-			if node == "" || watching[node] || (pod != "" && p.Name != pod) {
-				continue
-			}
-			conn, err := s.daemon(ctx, node)
-			if err != nil {
-				log.Info("node not watched yet", "node", node, "error", err)
-				continue
-			}
-			stream, err := meshnetv1.NewLinkServiceClient(conn).WatchLinks(ctx, &meshnetv1.WatchLinksRequest{Namespace: ns, Pod: pod})
-			if err != nil {
-				log.Info("node not watched yet", "node", node, "error", err)
+			if node == "" || watching[node] {
 				continue
 			}
 			watching[node] = true
@@ -435,32 +427,45 @@ func (s *Server) watchLinks(w http.ResponseWriter, r *http.Request, log *slog.Lo
 					case <-ctx.Done():
 					}
 				}()
-				for {
-					ev, err := stream.Recv()
-					if err != nil {
-						if ctx.Err() == nil {
-							log.Info("node's watch ended; watched again at the next scan", "node", node, "error", err)
-						}
-						return
+				var stream grpc.ServerStreamingClient[meshnetv1.WatchLinksResponse]
+				conn, err := s.daemon(ctx, node)
+				if err == nil {
+					stream, err = meshnetv1.NewLinkServiceClient(conn).WatchLinks(ctx, &meshnetv1.WatchLinksRequest{Namespace: ns, Pod: pod})
+				}
+				for err == nil {
+					var ev *meshnetv1.WatchLinksResponse
+					if ev, err = stream.Recv(); err != nil {
+						break
 					}
+					failed.Delete(node)
 					select {
 					case events <- ev:
 					case <-ctx.Done():
 						return
 					}
 				}
+				if _, logged := failed.LoadOrStore(node, true); !logged && ctx.Err() == nil {
+					log.Info("node not watched; tried again at every scan", "node", node, "error", err)
+				}
 			})
 		}
-		return nil
+		return found, nil
 	}
-	if err := scan(); err != nil {
+	found, err := scan()
+	if err != nil {
 		s.refuse(w, log, err)
+		return
+	}
+	if pod != "" && !found {
+		s.refuse(w, log, apierrors.NewNotFound(corev1.Resource("pods"), pod))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	flusher.Flush()
 	log.Info("watch relayed", "nodes", len(watching))
+	start := time.Now()
+	defer func() { log.Info("watch ended", "took", time.Since(start).Round(time.Millisecond)) }()
 	tick := time.NewTicker(watchScan)
 	defer tick.Stop()
 	for {
@@ -470,7 +475,7 @@ func (s *Server) watchLinks(w http.ResponseWriter, r *http.Request, log *slog.Lo
 		case node := <-ended:
 			delete(watching, node)
 		case <-tick.C:
-			if err := scan(); err != nil {
+			if _, err := scan(); err != nil {
 				log.Info("pods not listed; scanning again later", "error", err)
 			}
 		case ev := <-events:

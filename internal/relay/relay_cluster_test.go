@@ -192,7 +192,7 @@ func TestClusterRelay(t *testing.T) {
 		}
 	})
 	refusals = append(refusals, []refusal{
-		{"WatchNotABool", proxy, "viewer", relayapi.LinksPath("lab") + "?watch=maybe", http.StatusBadRequest, `watch "maybe": want true or false`},
+		{"WatchOfUnknownPod", proxy, "viewer", relayapi.LinksPath("lab") + "?watch=true&pod=r9", http.StatusNotFound, `pods "r9" not found`},
 		{"WatchOfNobody", proxy, "nobody", relayapi.LinksPath("lab") + "?watch=true", http.StatusForbidden, `nobody may not list topologies.networkop.co.uk in namespace "lab"`},
 		{"LinksWithoutClientCertificate", ts.Client(), "viewer", relayapi.LinksPath("lab"), http.StatusUnauthorized, "front proxy"},
 		{"LinksOfNobody", proxy, "nobody", relayapi.LinksPath("lab"), http.StatusForbidden, `nobody may not list topologies.networkop.co.uk in namespace "lab"`},
