@@ -2,9 +2,6 @@ package pki
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -29,20 +26,9 @@ func testCA(t *testing.T, ip string) (*CA, tls.Certificate) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+	req, _, key := pkitest.Request(t, &x509.CertificateRequest{
 		Subject: pkix.Name{CommonName: CommonName("n1")}, IPAddresses: []net.IP{net.ParseIP(ip)},
-	}, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, err := x509.ParseCertificateRequest(der)
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	leafPEM, _, err := ca.Sign(req, now, time.Hour)
 	if err != nil {
 		t.Fatal(err)

@@ -328,26 +328,12 @@ func (s *Server) links(w http.ResponseWriter, r *http.Request) {
 		s.watchLinks(w, r, log, ns, pod)
 		return
 	}
-	var pods corev1.PodList
-	if err := s.cfg.Pods.List(r.Context(), &pods, client.InNamespace(ns)); err != nil {
+	nodes, err := s.podNodes(r.Context(), ns, pod)
+	if err != nil {
 		s.refuse(w, log, err)
 		return
 	}
-	nodes := map[string]bool{}
-	found := false
-	for _, p := range pods.Items {
-		if pod == "" || p.Name == pod {
-			found = true
-			if p.Spec.NodeName != "" {
-				nodes[p.Spec.NodeName] = true
-			}
-		}
-	}
-	if pod != "" && !found {
-		s.refuse(w, log, apierrors.NewNotFound(corev1.Resource("pods"), pod))
-		return
-	}
-	ends, err := s.nodeLinks(r.Context(), ns, slices.Sorted(maps.Keys(nodes)))
+	ends, err := s.nodeLinks(r.Context(), ns, nodes)
 	if err != nil {
 		s.refuse(w, log, fromDaemon(err))
 		return
@@ -405,18 +391,13 @@ func (s *Server) watchLinks(w http.ResponseWriter, r *http.Request, log *slog.Lo
 	// to answer holds up neither the others nor the response. A node that
 	// fails is logged once per watch, and tried again at every scan.
 	var failed sync.Map
-	scan := func() (found bool, err error) {
-		var pods corev1.PodList
-		if err := s.cfg.Pods.List(ctx, &pods, client.InNamespace(ns)); err != nil {
-			return false, err
+	scan := func() error {
+		nodes, err := s.podNodes(ctx, ns, pod)
+		if err != nil {
+			return err
 		}
-		for _, p := range pods.Items {
-			if pod != "" && p.Name != pod {
-				continue
-			}
-			found = true
-			node := p.Spec.NodeName
-			if node == "" || watching[node] {
+		for _, node := range nodes {
+			if watching[node] {
 				continue
 			}
 			watching[node] = true
@@ -432,12 +413,14 @@ func (s *Server) watchLinks(w http.ResponseWriter, r *http.Request, log *slog.Lo
 				if err == nil {
 					stream, err = meshnetv1.NewLinkServiceClient(conn).WatchLinks(ctx, &meshnetv1.WatchLinksRequest{Namespace: ns, Pod: pod})
 				}
-				for err == nil {
+				for received := false; err == nil; received = true {
 					var ev *meshnetv1.WatchLinksResponse
 					if ev, err = stream.Recv(); err != nil {
 						break
 					}
-					failed.Delete(node)
+					if !received {
+						failed.Delete(node) // logged again if it fails again
+					}
 					select {
 					case events <- ev:
 					case <-ctx.Done():
@@ -449,15 +432,10 @@ func (s *Server) watchLinks(w http.ResponseWriter, r *http.Request, log *slog.Lo
 				}
 			})
 		}
-		return found, nil
+		return nil
 	}
-	found, err := scan()
-	if err != nil {
+	if err := scan(); err != nil {
 		s.refuse(w, log, err)
-		return
-	}
-	if pod != "" && !found {
-		s.refuse(w, log, apierrors.NewNotFound(corev1.Resource("pods"), pod))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -475,7 +453,7 @@ func (s *Server) watchLinks(w http.ResponseWriter, r *http.Request, log *slog.Lo
 		case node := <-ended:
 			delete(watching, node)
 		case <-tick.C:
-			if _, err := scan(); err != nil {
+			if err := scan(); err != nil {
 				log.Info("pods not listed; scanning again later", "error", err)
 			}
 		case ev := <-events:
@@ -497,6 +475,30 @@ func (s *Server) watchLinks(w http.ResponseWriter, r *http.Request, log *slog.Lo
 // watchScan is how often a relayed watch looks for nodes the namespace's
 // pods reached since.
 const watchScan = 5 * time.Second
+
+// podNodes is the nodes the namespace's pods are on, or the one pod's
+// (none while it is on no node yet), sorted; NotFound when that pod does
+// not exist.
+func (s *Server) podNodes(ctx context.Context, ns, pod string) ([]string, error) {
+	var pods corev1.PodList
+	if err := s.cfg.Pods.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	nodes := map[string]bool{}
+	found := false
+	for _, p := range pods.Items {
+		if pod == "" || p.Name == pod {
+			found = true
+			if p.Spec.NodeName != "" {
+				nodes[p.Spec.NodeName] = true
+			}
+		}
+	}
+	if pod != "" && !found {
+		return nil, apierrors.NewNotFound(corev1.Resource("pods"), pod)
+	}
+	return slices.Sorted(maps.Keys(nodes)), nil
+}
 
 // nodeLinks asks every node's meshnetd at once for the namespace's link
 // ends; a node that does not answer fails the read, named.

@@ -5,9 +5,6 @@ package relay
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
@@ -25,6 +22,7 @@ import (
 
 	"github.com/meshnet/meshnet/internal/controlplane/clustertest"
 	"github.com/meshnet/meshnet/internal/pki"
+	"github.com/meshnet/meshnet/internal/pki/pkitest"
 	"github.com/meshnet/meshnet/internal/relay/relayapi"
 )
 
@@ -136,15 +134,7 @@ func TestClusterKeeperRenews(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: host}, DNSNames: []string{host}}, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, _ := x509.ParseCertificateRequest(der)
+	req, _, key := pkitest.Request(t, &x509.CertificateRequest{Subject: pkix.Name{CommonName: host}, DNSNames: []string{host}})
 	leaf, _, err := ca.Sign(req, time.Now(), 10*24*time.Hour)
 	if err != nil {
 		t.Fatal(err)

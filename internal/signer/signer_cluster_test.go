@@ -5,13 +5,9 @@ package signer
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -247,17 +243,10 @@ func TestClusterMeshnetdCertificates(t *testing.T) {
 
 	denied := func(t *testing.T, kube kubernetes.Interface, cn string, ip string, want string) {
 		t.Helper()
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+		_, request, key := pkitest.Request(t, &x509.CertificateRequest{
 			Subject: pkix.Name{CommonName: cn}, IPAddresses: []net.IP{net.ParseIP(ip)},
-		}, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		name, uid, err := csr.RequestCertificateWithContext(ctx, kube, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+		})
+		name, uid, err := csr.RequestCertificateWithContext(ctx, kube, request,
 			"", pki.SignerName, nil, []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageServerAuth}, key)
 		if err != nil {
 			t.Fatal(err)
