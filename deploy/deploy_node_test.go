@@ -160,7 +160,10 @@ func TestNodeMeshnetAsInstalled(t *testing.T) {
 		waitLinkKind(t, c, ns, "r1", v1beta1.LinkKindVXLAN)
 		waitLinkKind(t, c, ns, "r2", v1beta1.LinkKindVXLAN)
 
-		t.Run("CaptureThroughTheAPIServer", func(t *testing.T) { captureThroughAPIServer(t, c, ns) })
+		waitAPIServiceAvailable(t, c, relayapi.APIService)
+		editor, viewer := userKubeconfig(t, c, ns, "edit"), userKubeconfig(t, c, ns, "view")
+		t.Run("CaptureThroughTheAPIServer", func(t *testing.T) { captureThroughAPIServer(t, c, ns, editor, viewer) })
+		t.Run("RuntimeChangesThroughTheAPIServer", func(t *testing.T) { runtimeChangesThroughAPIServer(t, c, ns, editor, viewer) })
 	})
 	t.Run("MacvlanToTheNodeNIC", func(t *testing.T) {
 		ns := "macvlan"
@@ -180,10 +183,8 @@ func TestNodeMeshnetAsInstalled(t *testing.T) {
 // aggregated API, which relays the capture from r1's node. An editor's
 // capture of a ping is decoded by tshark; a viewer is refused by the API
 // server, and a missing interface is named, with nothing captured.
-func captureThroughAPIServer(t *testing.T, c *kubecluster.Cluster, ns string) {
+func captureThroughAPIServer(t *testing.T, c *kubecluster.Cluster, ns, editor, viewer string) {
 	ctx := context.Background()
-	waitAPIServiceAvailable(t, c, relayapi.APIService)
-	editor, viewer := userKubeconfig(t, c, ns, "edit"), userKubeconfig(t, c, ns, "view")
 	dir := t.TempDir()
 	run := func(kubeconfig string, args ...string) (int, string) {
 		var stderr strings.Builder
@@ -319,6 +320,101 @@ func captureThroughAPIServer(t *testing.T, c *kubecluster.Cluster, ns string) {
 		}
 		t.Logf("of eth9: %s", stderr)
 	})
+}
+
+// runtimeChangesThroughAPIServer runs kubectl meshnet down and up with
+// --runtime as users of ns (twoRouters on two nodes): an editor's cable
+// pull reaches both ends' kernels and not the Topology; a viewer is
+// refused by the API server, and a kernel without sch_netem is named.
+// Routes are set as the docs show, with kubectl replace --raw.
+func runtimeChangesThroughAPIServer(t *testing.T, c *kubecluster.Cluster, ns, editor, viewer string) {
+	run := func(kubeconfig string, args ...string) (int, string, string) {
+		var stdout, stderr strings.Builder
+		code := meshnetctl.Main(append([]string{"--kubeconfig", kubeconfig, "-n", ns}, args...), &stdout, &stderr)
+		return code, stdout.String(), stderr.String()
+	}
+	topo := func() *v1beta1.Topology {
+		var tp v1beta1.Topology
+		if err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "r1"}, &tp); err != nil {
+			t.Fatal(err)
+		}
+		return &tp
+	}
+	before := topo().Generation
+
+	t.Run("ViewerIsRefused", func(t *testing.T) {
+		code, _, stderr := run(viewer, "down", "r1", "eth1", "--runtime")
+		if code != 1 || !strings.Contains(stderr, "Error from server (Forbidden)") || !strings.Contains(stderr, "pods/proxy") {
+			t.Errorf("down --runtime as a viewer: exit %d, %q; want 1 and the API server's Forbidden for pods/proxy", code, stderr)
+		}
+		t.Logf("$ kubectl meshnet down r1 eth1 --runtime (as a viewer)\n%s", stderr)
+		waitOperstate(t, c, ns, "r1", "eth1", "up")
+	})
+	t.Run("EditorPullsTheCable", func(t *testing.T) {
+		code, stdout, stderr := run(editor, "down", "r1", "eth1", "--runtime")
+		t.Logf("$ kubectl meshnet down r1 eth1 --runtime (as an editor)\n%s%s", stdout, stderr)
+		if code != 0 || !strings.Contains(stdout, "link r1/eth1 state set to down in the kernel only; spec.links[0].state is not set, so the kernel keeps it until it is changed again (kubectl meshnet up r1 eth1 --runtime)") {
+			t.Fatalf("down --runtime as an editor: exit %d; want the kernel change said, and how long it lasts", code)
+		}
+		if row := strings.Fields(lastLine(stdout)); len(row) < 5 || row[0] != "r1" || row[4] != "down" {
+			t.Errorf("down --runtime printed %q, want r1's eth1 read back down", lastLine(stdout))
+		}
+		// The far end, on the other node, goes with it.
+		waitOperstate(t, c, ns, "r2", "eth1", "down")
+		if tp := topo(); tp.Generation != before || tp.Spec.Links[0].State != nil {
+			t.Errorf("r1's Topology: generation %d -> %d, spec.links[0].state %v; want it untouched", before, tp.Generation, tp.Spec.Links[0].State)
+		}
+		// The Topology does not set the state: the controller leaves the
+		// runtime change alone, and up --runtime takes it back.
+		code, stdout, stderr = run(editor, "up", "r1", "eth1", "--runtime")
+		t.Logf("$ kubectl meshnet up r1 eth1 --runtime (as an editor)\n%s%s", stdout, stderr)
+		if code != 0 {
+			t.Fatalf("up --runtime as an editor: exit %d", code)
+		}
+		for _, p := range []string{"r1", "r2"} {
+			waitOperstate(t, c, ns, p, "eth1", "up")
+		}
+		ping(t, c, ns, "r1", "12.12.12.2")
+	})
+	t.Run("RoutesWithKubectlReplaceRaw", func(t *testing.T) {
+		// As docs/kubectl-meshnet.md shows it: meshnetd's SetRoutes body,
+		// PUT by kubectl through the API server as the editor.
+		file := filepath.Join(t.TempDir(), "routes.json")
+		if err := os.WriteFile(file, []byte(`{"routes":[{"dst":"192.0.2.0/24","gw":"12.12.12.2"}]}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		path := relayapi.ProxyPath(ns, "r1", "routes")
+		out, err := c.Kubectl(context.Background(), "--kubeconfig", editor, "replace", "--raw", path, "-f", file)
+		if err != nil {
+			t.Fatalf("kubectl replace --raw %s as an editor: %v", path, err)
+		}
+		t.Logf("$ kubectl replace --raw %s -f routes.json\n%s", path, out)
+		if got := kubectl(t, c, "-n", ns, "exec", "r1", "--", "ip", "route", "show", "192.0.2.0/24"); !strings.Contains(got, "via 12.12.12.2") {
+			t.Errorf("r1's route to 192.0.2.0/24 is %q, want via 12.12.12.2", got)
+		}
+		if err := os.WriteFile(file, []byte(`{"routes":[]}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Kubectl(context.Background(), "--kubeconfig", editor, "replace", "--raw", path, "-f", file); err != nil {
+			t.Fatalf("kubectl replace --raw %s with no routes: %v", path, err)
+		}
+		if got := kubectl(t, c, "-n", ns, "exec", "r1", "--", "ip", "route", "show", "192.0.2.0/24"); got != "" {
+			t.Errorf("r1 still routes 192.0.2.0/24 after its routes were set to none: %q", got)
+		}
+	})
+	t.Run("KernelWithoutNetemIsNamed", func(t *testing.T) {
+		code, _, stderr := run(editor, "netem", "r1", "eth1", "--delay", "50ms", "--runtime")
+		if code != 1 || !strings.Contains(stderr, "Error from server (Conflict)") || !strings.Contains(stderr, "sch_netem") {
+			t.Errorf("netem --runtime on a kernel without sch_netem: exit %d, %q; want 1, Conflict naming sch_netem", code, stderr)
+		}
+		t.Logf("$ kubectl meshnet netem r1 eth1 --delay 50ms --runtime\n%s", stderr)
+	})
+}
+
+// lastLine is s's last line.
+func lastLine(s string) string {
+	s = strings.TrimRight(s, "\n")
+	return s[strings.LastIndex(s, "\n")+1:]
 }
 
 // waitAPIServiceAvailable waits until the API server reports the
@@ -895,7 +991,12 @@ func waitNoPods(t *testing.T, c *kubecluster.Cluster, ns, selector string) {
 // from the kernel inside the container.
 func waitOperstate(t *testing.T, c *kubecluster.Cluster, ns, pod, intf, want string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	waitOperstateWithin(t, c, ns, pod, intf, want, 30*time.Second)
+}
+
+func waitOperstateWithin(t *testing.T, c *kubecluster.Cluster, ns, pod, intf, want string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for {
 		out, err := c.Kubectl(context.Background(), "-n", ns, "exec", pod, "--", "cat", "/sys/class/net/"+intf+"/operstate")
 		got := strings.TrimSpace(out)

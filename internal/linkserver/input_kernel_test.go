@@ -127,6 +127,12 @@ func TestKernelBadInputChangesNothing(t *testing.T) {
 				{Dst: "10.9.0.0/24", Gw: "10.0.0.2"}, {Dst: "10.9.0.1/24", Dev: "eth1"}}})
 			return err
 		}, codes.InvalidArgument, "routes[1].dst"},
+		{"route through a gateway on no subnet of the pod", func() error {
+			// The pod's route beside it stays: nothing changes.
+			_, err := c.SetRoutes(ctx, &meshnetv1.SetRoutesRequest{Namespace: ns, Pod: "r1", Routes: []*meshnetv1.Route{
+				{Dst: "10.8.0.0/24", Gw: "10.0.0.2"}, {Dst: "10.9.0.0/24", Gw: "192.0.2.1"}}})
+			return err
+		}, codes.FailedPrecondition, "192.0.2.1"},
 		{"apply with a bad mtu beside a down", func() error {
 			_, err := c.ApplyPod(ctx, &meshnetv1.ApplyPodRequest{Namespace: ns, Pod: "r1", Links: []*meshnetv1.LinkSpec{
 				{Interface: "eth1", State: &down, Mtu: &good}, {Interface: "eth2", Mtu: &bad}}})

@@ -23,6 +23,7 @@ import (
 	"strings"
 
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -240,6 +241,11 @@ func kernelErr(err error) error {
 	}
 	if errors.Is(err, netem.ErrNoNetem) || errors.Is(err, netem.ErrForeignQdisc) {
 		return status.Error(codes.FailedPrecondition, err.Error())
+	}
+	if errors.Is(err, unix.ENETUNREACH) {
+		// A route's gateway on no subnet of a link that is up: the
+		// caller's route, or a link taken down, not meshnetd's fault.
+		return status.Error(codes.FailedPrecondition, err.Error()+" (the gateway is on no subnet of a link of the pod that is up)")
 	}
 	return status.Error(codes.Internal, err.Error())
 }

@@ -8,11 +8,14 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -22,8 +25,11 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/kernelstatus"
 	"github.com/meshnet/meshnet/internal/netemconv"
+	"github.com/meshnet/meshnet/internal/relay/relayapi"
 )
 
 // waitFlags say whether and how long a change waits for the status.
@@ -41,8 +47,40 @@ const declarative = `The change is made in the pod's Topology (the field is prin
 survives restarts and the controller applies it on the pod's node; the
 command then waits until the Topology's status says the kernel has it.`
 
+// runtimeOnly says what --runtime does, for the help of the commands that
+// take it.
+const runtimeOnly = `
+With --runtime the change is made in the kernel only, on the pod's node
+through meshnet's aggregated API, and the Topology is left as it is. If
+the Topology sets the field, meshnet-controller puts its value back at
+its next pass over the pod (its --resync, 30s as deploy/ installs it, or
+the next edit of the Topology): a flap. If it does not, the kernel keeps
+the change until it is changed again or the pod restarts. The command
+says which. It needs update (delete, to clear) on pods/proxy in
+meshnet.networkop.co.uk, which the namespace's edit role has, returns
+once the kernel has the change, and prints the link as read back from
+the kernel.`
+
+// runtimeFlag binds --runtime.
+func runtimeFlag(fs *pflag.FlagSet, runtime *bool) {
+	fs.BoolVar(runtime, "runtime", false, "change the kernel only, not the Topology, until meshnet-controller's next pass restores it (see above)")
+}
+
+// checkRuntime refuses the flags that mean nothing to a runtime change.
+func checkRuntime(fs *pflag.FlagSet) error {
+	for _, name := range []string{"wait", "timeout"} {
+		if fs.Changed(name) {
+			return fmt.Errorf("--%s: a --runtime change waits for no status; it returns when the kernel has it", name)
+		}
+	}
+	return nil
+}
+
 func newStateCommand(o *options, state v1beta1.LinkState) *cobra.Command {
-	var wf waitFlags
+	var (
+		wf      waitFlags
+		runtime bool
+	)
 	what := map[v1beta1.LinkState]string{
 		v1beta1.LinkDown: "Take a link down at both ends, as a cable pull does",
 		v1beta1.LinkUp:   "Bring a link that was taken down up again",
@@ -50,45 +88,75 @@ func newStateCommand(o *options, state v1beta1.LinkState) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   string(state) + " POD INTERFACE",
 		Short: what,
-		Long:  what + ".\n\nIt sets spec.links[i].state of POD's Topology to " + string(state) + ".\n" + declarative,
+		Long:  what + ".\n\nIt sets spec.links[i].state of POD's Topology to " + string(state) + ".\n" + declarative + "\n" + runtimeOnly,
 		Example: fmt.Sprintf(`  # Set r1's eth1 %[1]s and wait for the kernel
   kubectl meshnet %[1]s r1 eth1 -n lab
 
   # Only record it in the Topology
-  kubectl meshnet %[1]s r1 eth1 -n lab --wait=false`, state),
+  kubectl meshnet %[1]s r1 eth1 -n lab --wait=false
+
+  # Set it %[1]s in the kernel, not in the Topology, until the controller's next pass
+  kubectl meshnet %[1]s r1 eth1 -n lab --runtime`, state),
 		Args:              exactArgs("POD", "INTERFACE"),
 		ValidArgsFunction: o.completeLinks,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if runtime {
+				if err := checkRuntime(cmd.Flags()); err != nil {
+					return err
+				}
+			}
 			if err := o.connect(); err != nil {
 				return err
 			}
-			return o.changeLink(cmd.Context(), cmd.OutOrStdout(), args[0], args[1], wf, linkField{
-				name: "state",
-				set:  func(l *v1beta1.Link) { l.State = &state },
-				value: func(l *v1beta1.Link) any {
-					if l.State == nil {
-						return nil
-					}
-					return *l.State
-				},
-				spell: func(l *v1beta1.Link) string {
-					if l.State == nil {
-						return "<unset> (up)"
-					}
-					return string(*l.State)
-				},
-			})
+			f := stateField(state)
+			if runtime {
+				kernel := meshnetv1.LinkState_LINK_STATE_UP
+				if state == v1beta1.LinkDown {
+					kernel = meshnetv1.LinkState_LINK_STATE_DOWN
+				}
+				other := v1beta1.LinkUp
+				if state == v1beta1.LinkUp {
+					other = v1beta1.LinkDown
+				}
+				return o.runtimeChange(cmd.Context(), cmd.OutOrStdout(), args[0], args[1], f, string(state), runtimeCall{
+					method: http.MethodPut, tail: "state", body: &meshnetv1.SetLinkStateRequest{State: kernel},
+					undo: fmt.Sprintf("kubectl meshnet %s %s %s --runtime", other, args[0], args[1]),
+				})
+			}
+			return o.changeLink(cmd.Context(), cmd.OutOrStdout(), args[0], args[1], wf, f)
 		},
 	}
 	wf.bind(cmd.Flags())
+	runtimeFlag(cmd.Flags(), &runtime)
 	return cmd
+}
+
+// stateField is a link's state, set to state.
+func stateField(state v1beta1.LinkState) linkField {
+	return linkField{
+		name: "state",
+		set:  func(l *v1beta1.Link) { l.State = &state },
+		value: func(l *v1beta1.Link) any {
+			if l.State == nil {
+				return nil
+			}
+			return *l.State
+		},
+		spell: func(l *v1beta1.Link) string {
+			if l.State == nil {
+				return "<unset> (up)"
+			}
+			return string(*l.State)
+		},
+	}
 }
 
 func newNetemCommand(o *options) *cobra.Command {
 	var (
-		wf    waitFlags
-		clear bool
-		set   = map[string]*string{}
+		wf      waitFlags
+		clear   bool
+		runtime bool
+		set     = map[string]*string{}
 	)
 	cmd := &cobra.Command{
 		Use:   "netem POD INTERFACE (--delay D [--jitter J] [--loss P] ... | --clear)",
@@ -100,7 +168,8 @@ It sets spec.links[i].netem of POD's Topology to exactly the flags given
 ` + declarative + `
 
 Units are tc's: durations 50ms, 1.5s, 250us; percentages 1% or 0.5;
-rates 100mbit, 1gbit, 10mbps.`,
+rates 100mbit, 1gbit, 10mbps.
+` + runtimeOnly,
 		Example: `  # 50 ms of delay with 5 ms of jitter, and 1% loss
   kubectl meshnet netem r1 eth1 -n lab --delay 50ms --jitter 5ms --loss 1%
 
@@ -108,7 +177,10 @@ rates 100mbit, 1gbit, 10mbps.`,
   kubectl meshnet netem r1 eth1 -n lab --rate 100mbit
 
   # No more shaping
-  kubectl meshnet netem r1 eth1 -n lab --clear`,
+  kubectl meshnet netem r1 eth1 -n lab --clear
+
+  # 200 ms of delay in the kernel only, until the controller's next pass
+  kubectl meshnet netem r1 eth1 -n lab --delay 200ms --runtime`,
 		Args:              exactArgs("POD", "INTERFACE"),
 		ValidArgsFunction: o.completeLinks,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -116,10 +188,15 @@ rates 100mbit, 1gbit, 10mbps.`,
 			if err != nil {
 				return err
 			}
+			if runtime {
+				if err := checkRuntime(cmd.Flags()); err != nil {
+					return err
+				}
+			}
 			if err := o.connect(); err != nil {
 				return err
 			}
-			return o.changeLink(cmd.Context(), cmd.OutOrStdout(), args[0], args[1], wf, linkField{
+			f := linkField{
 				name: "netem",
 				set:  func(l *v1beta1.Link) { l.Netem = n },
 				value: func(l *v1beta1.Link) any {
@@ -129,7 +206,17 @@ rates 100mbit, 1gbit, 10mbps.`,
 					return l.Netem
 				},
 				spell: func(l *v1beta1.Link) string { return words(l.Netem) },
-			})
+			}
+			if runtime {
+				call := runtimeCall{method: http.MethodDelete, tail: "netem"}
+				if n != nil {
+					spec, _ := netemconv.FromTopology(n) // netemOf validated it
+					call = runtimeCall{method: http.MethodPut, tail: "netem", body: netemconv.ToProto(spec),
+						undo: fmt.Sprintf("kubectl meshnet netem %s %s --clear --runtime", args[0], args[1])}
+				}
+				return o.runtimeChange(cmd.Context(), cmd.OutOrStdout(), args[0], args[1], f, words(n), call)
+			}
+			return o.changeLink(cmd.Context(), cmd.OutOrStdout(), args[0], args[1], wf, f)
 		},
 	}
 	for _, f := range netemFlags {
@@ -137,6 +224,7 @@ rates 100mbit, 1gbit, 10mbps.`,
 	}
 	cmd.Flags().BoolVar(&clear, "clear", false, "remove the link's shaping")
 	wf.bind(cmd.Flags())
+	runtimeFlag(cmd.Flags(), &runtime)
 	return cmd
 }
 
@@ -298,6 +386,79 @@ func (o *options) changeLink(ctx context.Context, w io.Writer, pod, intf string,
 		}
 	}
 	return err
+}
+
+// runtimeCall is a runtime change as meshnetd's REST API takes it, below
+// the pod's path: links/INTERFACE/tail.
+type runtimeCall struct {
+	method, tail string
+	body         proto.Message // nil for none
+	// undo is the command that takes the change back.
+	undo string
+}
+
+// runtimeNote says how long a runtime change of field f of link l (at
+// index in the spec) lasts: until meshnet-controller's next pass when the
+// spec sets the field, or when the controller set it before (managed, the
+// link status's list) and so undoes it; until undone otherwise.
+func runtimeNote(index int, f linkField, l *v1beta1.Link, managed []string, undo string) string {
+	field := fmt.Sprintf("spec.links[%d].%s", index, f.name)
+	switch {
+	case f.value(l) != nil:
+		return fmt.Sprintf("%s is %s, which meshnet-controller puts back at its next pass over the pod (its --resync)", field, f.spell(l))
+	case slices.Contains(managed, f.name):
+		return fmt.Sprintf("%s was dropped from the Topology, so meshnet-controller undoes it at its next pass over the pod (its --resync)", field)
+	}
+	if undo != "" {
+		undo = " (" + undo + ")"
+	}
+	return fmt.Sprintf("%s is not set, so the kernel keeps it until it is changed again%s or the pod restarts", field, undo)
+}
+
+// runtimeChange makes call on pod's link intf in the kernel of the pod's
+// node only, through the aggregated API, and prints what changed (to
+// value, in f's words) and the link as the kernel has it after. The
+// Topology is read first, so that a pod or interface it lacks is named as
+// the other commands name it, and is not changed.
+func (o *options) runtimeChange(ctx context.Context, w io.Writer, pod, intf string, f linkField, value string, call runtimeCall) error {
+	t, err := o.topology(ctx, pod)
+	if err != nil {
+		return err
+	}
+	index := linkIndex(t, intf)
+	if index < 0 {
+		return fmt.Errorf("interface %q: pod %s has no link on it (its links: %s)", intf, pod, intfs(t))
+	}
+	api, err := o.aggregated(o.rest.Timeout)
+	if err != nil {
+		return err
+	}
+	req := api.Verb(call.method).AbsPath(relayapi.ProxyPath(o.namespace, pod, "links/"+intf+"/"+call.tail))
+	if call.body != nil {
+		data, err := protojson.Marshal(call.body)
+		if err != nil {
+			return err
+		}
+		req = req.SetHeader("Content-Type", "application/json").Body(data)
+	}
+	data, err := do(ctx, req)
+	if err != nil {
+		return err
+	}
+	// Every change answers with the link read back, in its field 1.
+	var resp meshnetv1.SetLinkStateResponse
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(data, &resp); err != nil {
+		return fmt.Errorf("read the aggregated API's answer: %w", err)
+	}
+	l := t.Spec.Links[index]
+	var managed []string
+	if ls := t.LinkStatus(l.UID); ls != nil {
+		managed = ls.Managed
+	}
+	fmt.Fprintf(w, "link %s/%s %s set to %s in the kernel only; %s\n", pod, intf, f.name, value, runtimeNote(index, f, &l, managed, call.undo))
+	ls := &v1beta1.LinkStatus{UID: l.UID, LocalIntf: intf}
+	kernelstatus.Fill(ls, resp.GetLink())
+	return printLinks(w, []linkView{{Namespace: t.Namespace, Pod: t.Name, Peer: peerOf(t, &l), Spec: l, Status: ls}}, false, false)
 }
 
 func linkIndex(t *v1beta1.Topology, intf string) int {

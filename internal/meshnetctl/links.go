@@ -280,7 +280,7 @@ func (o *options) addCounters(ctx context.Context, views []linkView, args []stri
 	if len(args) == 1 {
 		req = req.Param(relayapi.PodParam, args[0])
 	}
-	data, err := req.DoRaw(ctx)
+	data, err := do(ctx, req)
 	if err != nil {
 		return fmt.Errorf("counters: %w", err)
 	}

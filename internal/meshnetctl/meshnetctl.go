@@ -136,6 +136,16 @@ func (o *options) aggregated(timeout time.Duration) (rest.Interface, error) {
 	return cs.CoreV1().RESTClient(), nil
 }
 
+// do makes req and returns its body. An error is the API server's Status,
+// as kubectl prints it: DoRaw's says "unknown" for a JSON Status.
+func do(ctx context.Context, req *rest.Request) ([]byte, error) {
+	res := req.Do(ctx)
+	if err := res.Error(); err != nil {
+		return nil, err
+	}
+	return res.Raw()
+}
+
 // scheme holds the kinds the command reads.
 func scheme() *runtime.Scheme {
 	s := runtime.NewScheme()

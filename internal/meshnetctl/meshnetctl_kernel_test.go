@@ -329,6 +329,9 @@ func TestKernelCommandsAsUsers(t *testing.T) {
 			{[]string{"netem", "r1", "eth1", "--loss", "150%"}, `error: --loss "150%": "150%" is not a percentage`},
 			{[]string{"routes", "r1", "--delete", "192.0.2.0/24"}, `error: --delete 192.0.2.0/24: pod r1 has no route to it`},
 			{[]string{"links", "-o", "table"}, `error: --output "table": unknown format`},
+			{[]string{"down", "r1", "eth9", "--runtime"}, `error: interface "eth9": pod r1 has no link on it (its links: eth1, eth2)`},
+			{[]string{"down", "r1", "eth1", "--runtime", "--timeout", "5s"}, `error: --timeout: a --runtime change waits for no status`},
+			{[]string{"netem", "r1", "eth1", "--delay", "5", "--runtime"}, `error: --delay "5": "5" is not a duration`},
 		} {
 			_, stderr, code := r.run(t, r.editor, tc.args...)
 			if code != 1 || !strings.HasPrefix(stderr, tc.want) {

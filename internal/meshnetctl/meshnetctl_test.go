@@ -211,3 +211,27 @@ func TestConverged(t *testing.T) {
 		}
 	}
 }
+
+// TestRuntimeNote: a runtime change says whether the controller takes it
+// back (the spec sets the field, or set it before) or the kernel keeps it.
+func TestRuntimeNote(t *testing.T) {
+	down := v1beta1.LinkDown
+	const undo = "kubectl meshnet up r1 eth1 --runtime"
+	for _, tc := range []struct {
+		name    string
+		link    v1beta1.Link
+		managed []string
+		want    string
+	}{
+		{"spec sets it", v1beta1.Link{State: &down}, nil,
+			"spec.links[2].state is down, which meshnet-controller puts back at its next pass over the pod (its --resync)"},
+		{"spec dropped it", v1beta1.Link{}, []string{"mtu", "state"},
+			"spec.links[2].state was dropped from the Topology, so meshnet-controller undoes it at its next pass over the pod (its --resync)"},
+		{"spec never had it", v1beta1.Link{}, []string{"netem"},
+			"spec.links[2].state is not set, so the kernel keeps it until it is changed again (kubectl meshnet up r1 eth1 --runtime) or the pod restarts"},
+	} {
+		if got := runtimeNote(2, stateField(v1beta1.LinkDown), &tc.link, tc.managed, undo); got != tc.want {
+			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -165,13 +165,16 @@ func (s *Server) follow(ctx context.Context) {
 // the Service spreads requests over them.
 func (s *Server) NeedLeaderElection() bool { return false }
 
-// Handler serves discovery and the captures.
+// Handler serves discovery, captures, runtime changes and link reads.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /apis", s.discovery)
 	mux.HandleFunc("GET /apis/"+relayapi.Group, s.discovery)
 	mux.HandleFunc("GET "+relayapi.GroupVersionPath, s.discovery)
 	mux.HandleFunc("GET "+relayapi.CapturePattern, s.capture)
+	changes := s.changes()
+	mux.Handle("PUT "+relayapi.ProxyPattern, changes)
+	mux.Handle("DELETE "+relayapi.ProxyPattern, changes)
 	mux.HandleFunc("GET "+relayapi.GroupVersionPath+"/namespaces/{namespace}/"+relayapi.LinksResource, s.links)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, &apierrors.StatusError{ErrStatus: metav1.Status{Code: http.StatusNotFound, Reason: metav1.StatusReasonNotFound,
@@ -201,7 +204,7 @@ func (s *Server) discovery(w http.ResponseWriter, r *http.Request) {
 			GroupVersion: gv.GroupVersion,
 			APIResources: []metav1.APIResource{{
 				Name: relayapi.Resource + "/" + relayapi.ProxySubresource, Namespaced: true,
-				Kind: "PodProxyOptions", Verbs: metav1.Verbs{"get"},
+				Kind: "PodProxyOptions", Verbs: metav1.Verbs{"get", "update", "delete"},
 			}, {
 				Name: relayapi.LinksResource, Namespaced: true, Kind: "Link", Verbs: metav1.Verbs{"list", "watch"},
 			}},
@@ -238,22 +241,12 @@ func (s *Server) capture(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, log, fromGRPC(err))
 		return
 	}
-	pod := &corev1.Pod{}
-	if err := s.cfg.Pods.Get(r.Context(), client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil {
-		s.refuse(w, log, err)
-		return
-	}
-	node := pod.Spec.NodeName
-	if node == "" {
-		s.refuse(w, log, apierrors.NewConflict(corev1.Resource("pods"), name, errors.New("the pod is on no node yet: nothing to capture")))
-		return
-	}
-	log = log.With("node", node)
-	conn, err := s.daemon(r.Context(), node)
+	conn, node, err := s.podDaemon(r.Context(), ns, name)
 	if err != nil {
 		s.refuse(w, log, err)
 		return
 	}
+	log = log.With("node", node)
 	stream, err := meshnetv1.NewLinkServiceClient(conn).CaptureLink(r.Context(), req)
 	if err != nil {
 		s.refuse(w, log, fromDaemon(err))
@@ -263,6 +256,21 @@ func (s *Server) capture(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	defer func() { log.Info("capture ended", "took", time.Since(start).Round(time.Millisecond)) }()
 	gateway.WriteCapture(w, stream, func(err error) { s.refuse(w, log, fromDaemon(err)) })
+}
+
+// podDaemon is the connection to the meshnetd of pod ns/name's node, and
+// that node.
+func (s *Server) podDaemon(ctx context.Context, ns, name string) (*grpc.ClientConn, string, error) {
+	pod := &corev1.Pod{}
+	if err := s.cfg.Pods.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil {
+		return nil, "", err
+	}
+	node := pod.Spec.NodeName
+	if node == "" {
+		return nil, "", apierrors.NewConflict(corev1.Resource("pods"), name, errors.New("the pod is on no node yet: its links do not exist"))
+	}
+	conn, err := s.daemon(ctx, node)
+	return conn, node, err
 }
 
 // daemon is the connection to node's meshnetd.

@@ -4,6 +4,7 @@ package relay
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -21,6 +22,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	corev1 "k8s.io/api/core/v1"
@@ -79,8 +81,11 @@ func TestClusterRelay(t *testing.T) {
 		}
 	}
 
-	var daemonCalls atomic.Int32
-	daemon := startDaemon(t, &daemonCalls)
+	var (
+		daemonCalls atomic.Int32
+		lastChange  atomic.Pointer[change]
+	)
+	daemon := startDaemon(t, &daemonCalls, &lastChange)
 	srv, err := New(Config{Kube: kube, Checker: auth.NewChecker(kube, time.Second), Pods: env.Client,
 		Daemons: daemons{"node-1": daemon}, Pool: daemonclient.NewPool(nil, nil)})
 	if err != nil {
@@ -101,20 +106,27 @@ func TestClusterRelay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	capture := func(c *http.Client, user, path string) (int, string, http.Header) {
+	do := func(c *http.Client, method, user, path, body string) (int, string, http.Header) {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodGet, ts.URL+path, nil)
+		req, _ := http.NewRequest(cmp.Or(method, http.MethodGet), ts.URL+path, strings.NewReader(body))
 		if user != "" {
 			req.Header.Set("X-Remote-User", user)
 			req.Header.Set("X-Remote-Group", "system:authenticated")
 		}
+		// The API server keeps the user's credentials to itself; were one
+		// to come this far, it must go no further.
+		req.Header.Set("Authorization", "Bearer forged")
 		res, err := c.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer res.Body.Close()
-		body, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(body), res.Header
+		out, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(out), res.Header
+	}
+	capture := func(c *http.Client, user, path string) (int, string, http.Header) {
+		t.Helper()
+		return do(c, http.MethodGet, user, path, "")
 	}
 	r1 := relayapi.CapturePath("lab", "r1", "eth1") + "?max_packets=2"
 
@@ -134,22 +146,43 @@ func TestClusterRelay(t *testing.T) {
 			t.Errorf("capture as editor: %d %q (%s); want 200 and the daemon's two pieces as application/x-pcapng", code, body, h.Get("Content-Type"))
 		}
 	})
+	state := relayapi.ProxyPath("lab", "r1", "links/eth1/state")
+	t.Run("EditorChangesAtRuntime", func(t *testing.T) {
+		// The path the API server authorized names the pod, whatever
+		// the body says.
+		code, body, _ := do(proxy, http.MethodPut, "editor", state, `{"namespace":"other","pod":"r9","state":"LINK_STATE_DOWN"}`)
+		var got meshnetv1.SetLinkStateResponse
+		if err := protojson.Unmarshal([]byte(body), &got); code != http.StatusOK || err != nil || got.GetLink().GetAdminState() != meshnetv1.LinkState_LINK_STATE_DOWN {
+			t.Errorf("PUT %s as editor: %d %s (%v); want 200 and eth1 read back down", state, code, body, err)
+		}
+		req := lastChange.Load()
+		if req == nil || req.req.GetNamespace() != "lab" || req.req.GetPod() != "r1" || req.req.GetInterface() != "eth1" {
+			t.Fatalf("the daemon was asked %v, want r1's eth1 in lab", req)
+		}
+		if req.auth != nil {
+			t.Errorf("the daemon got authorization %q from the user's request, want only the relay's own", req.auth)
+		}
+		code, body, _ = do(proxy, http.MethodDelete, "editor", relayapi.ProxyPath("lab", "r1", "links/eth1/netem"), "")
+		if code != http.StatusOK {
+			t.Errorf("DELETE netem as editor: %d %s; want 200", code, body)
+		}
+	})
 	// Each refusal is a Status naming what is wrong, and reaches no daemon.
 	refusals := []refusal{
-		{"NoClientCertificate", ts.Client(), "editor", r1, http.StatusUnauthorized, "front proxy"},
-		{"CertificateOfAnotherCA", clientFor(t, ts, other, "front-proxy-client"), "editor", r1, http.StatusUnauthorized, "front proxy"},
-		{"NameNotAllowed", clientFor(t, ts, proxyCA, "mallory"), "editor", r1, http.StatusUnauthorized, "front proxy"},
-		{"ViewerMayNotCapture", proxy, "viewer", r1, http.StatusForbidden, `viewer may not patch topologies.networkop.co.uk in namespace "lab"`},
-		{"UnknownParameter", proxy, "editor", r1 + "&count=3", http.StatusBadRequest, "count: unknown query parameter"},
-		{"BadDuration", proxy, "editor", r1 + "&duration=5parsecs", http.StatusBadRequest, `duration: "5parsecs" is not a duration`},
-		{"UnknownPod", proxy, "editor", relayapi.CapturePath("lab", "r9", "eth1"), http.StatusNotFound, `pods "r9" not found`},
-		{"PodOnNoNode", proxy, "editor", relayapi.CapturePath("lab", "pending", "eth1"), http.StatusConflict, "on no node yet"},
-		{"NodeWithoutDaemon", proxy, "editor", relayapi.CapturePath("lab", "orphan", "eth1"), http.StatusServiceUnavailable, "meshnetd of node node-9"},
-		{"DaemonRefusesTheLink", proxy, "editor", relayapi.CapturePath("lab", "r1", "eth9"), http.StatusNotFound, "eth9"},
+		{"NoClientCertificate", ts.Client(), "editor", r1, http.StatusUnauthorized, "front proxy", "", ""},
+		{"CertificateOfAnotherCA", clientFor(t, ts, other, "front-proxy-client"), "editor", r1, http.StatusUnauthorized, "front proxy", "", ""},
+		{"NameNotAllowed", clientFor(t, ts, proxyCA, "mallory"), "editor", r1, http.StatusUnauthorized, "front proxy", "", ""},
+		{"ViewerMayNotCapture", proxy, "viewer", r1, http.StatusForbidden, `viewer may not patch topologies.networkop.co.uk in namespace "lab"`, "", ""},
+		{"UnknownParameter", proxy, "editor", r1 + "&count=3", http.StatusBadRequest, "count: unknown query parameter", "", ""},
+		{"BadDuration", proxy, "editor", r1 + "&duration=5parsecs", http.StatusBadRequest, `duration: "5parsecs" is not a duration`, "", ""},
+		{"UnknownPod", proxy, "editor", relayapi.CapturePath("lab", "r9", "eth1"), http.StatusNotFound, `pods "r9" not found`, "", ""},
+		{"PodOnNoNode", proxy, "editor", relayapi.CapturePath("lab", "pending", "eth1"), http.StatusConflict, "on no node yet", "", ""},
+		{"NodeWithoutDaemon", proxy, "editor", relayapi.CapturePath("lab", "orphan", "eth1"), http.StatusServiceUnavailable, "meshnetd of node node-9", "", ""},
+		{"DaemonRefusesTheLink", proxy, "editor", relayapi.CapturePath("lab", "r1", "eth9"), http.StatusNotFound, "eth9", "", ""},
 		// The daemon refusing the controller's own token is not the
 		// user's fault: not a 401/403 that would tell them to log in.
 		{"DaemonRefusesTheController", proxy, "editor", relayapi.CapturePath("lab", "r1", "eth7"), http.StatusInternalServerError,
-			"meshnetd refused meshnet-controller's own credentials"},
+			"meshnetd refused meshnet-controller's own credentials", "", ""},
 	}
 	t.Run("ViewerReadsCounters", func(t *testing.T) {
 		code, body, _ := capture(proxy, "viewer", relayapi.LinksPath("lab")+"?pod=r1")
@@ -192,29 +225,43 @@ func TestClusterRelay(t *testing.T) {
 		}
 	})
 	refusals = append(refusals, []refusal{
-		{"WatchOfUnknownPod", proxy, "viewer", relayapi.LinksPath("lab") + "?watch=true&pod=r9", http.StatusNotFound, `pods "r9" not found`},
-		{"WatchOfNobody", proxy, "nobody", relayapi.LinksPath("lab") + "?watch=true", http.StatusForbidden, `nobody may not list topologies.networkop.co.uk in namespace "lab"`},
-		{"LinksWithoutClientCertificate", ts.Client(), "viewer", relayapi.LinksPath("lab"), http.StatusUnauthorized, "front proxy"},
-		{"LinksOfNobody", proxy, "nobody", relayapi.LinksPath("lab"), http.StatusForbidden, `nobody may not list topologies.networkop.co.uk in namespace "lab"`},
-		{"LinksOfUnknownPod", proxy, "viewer", relayapi.LinksPath("lab") + "?pod=r9", http.StatusNotFound, `pods "r9" not found`},
-		{"LinksUnknownParameter", proxy, "viewer", relayapi.LinksPath("lab") + "?node=node-1", http.StatusBadRequest, "node: unknown query parameter (known: pod, watch)"},
+		{"WatchOfUnknownPod", proxy, "viewer", relayapi.LinksPath("lab") + "?watch=true&pod=r9", http.StatusNotFound, `pods "r9" not found`, "", ""},
+		{"WatchOfNobody", proxy, "nobody", relayapi.LinksPath("lab") + "?watch=true", http.StatusForbidden, `nobody may not list topologies.networkop.co.uk in namespace "lab"`, "", ""},
+		{"LinksWithoutClientCertificate", ts.Client(), "viewer", relayapi.LinksPath("lab"), http.StatusUnauthorized, "front proxy", "", ""},
+		{"LinksOfNobody", proxy, "nobody", relayapi.LinksPath("lab"), http.StatusForbidden, `nobody may not list topologies.networkop.co.uk in namespace "lab"`, "", ""},
+		{"LinksOfUnknownPod", proxy, "viewer", relayapi.LinksPath("lab") + "?pod=r9", http.StatusNotFound, `pods "r9" not found`, "", ""},
+		{"LinksUnknownParameter", proxy, "viewer", relayapi.LinksPath("lab") + "?node=node-1", http.StatusBadRequest, "node: unknown query parameter (known: pod, watch)", "", ""},
 		// orphan's node has no meshnetd: the namespace's read names it.
-		{"LinksOfANodeWithoutDaemon", proxy, "viewer", relayapi.LinksPath("lab"), http.StatusServiceUnavailable, "node-9"},
+		{"LinksOfANodeWithoutDaemon", proxy, "viewer", relayapi.LinksPath("lab"), http.StatusServiceUnavailable, "node-9", "", ""},
+	}...)
+	refusals = append(refusals, []refusal{
+		{name: "ViewerMayNotChange", client: proxy, user: "viewer", path: state, method: http.MethodPut, body: `{"state":"LINK_STATE_DOWN"}`,
+			code: http.StatusForbidden, contains: `viewer may not patch topologies.networkop.co.uk in namespace "lab"`},
+		{name: "ChangeWithUnknownField", client: proxy, user: "editor", path: state, method: http.MethodPut, body: `{"state":"LINK_STATE_DOWN","speed":1}`,
+			code: http.StatusBadRequest, contains: "speed"},
+		{name: "ChangeNotRelayed", client: proxy, user: "editor", path: relayapi.ProxyPath("lab", "r1", "links/eth1/mtu"), method: http.MethodPut, body: `{}`,
+			code: http.StatusNotFound, contains: "not a change meshnet relays"},
+		{name: "ChangeWithParameter", client: proxy, user: "editor", path: state + "?dryRun=All", method: http.MethodPut, body: `{"state":"LINK_STATE_DOWN"}`,
+			code: http.StatusBadRequest, contains: "dryRun: unknown query parameter"},
+		{name: "ChangeOfPodOnNoNode", client: proxy, user: "editor", path: relayapi.ProxyPath("lab", "pending", "links/eth1/state"), method: http.MethodPut,
+			body: `{"state":"LINK_STATE_DOWN"}`, code: http.StatusConflict, contains: "on no node yet"},
+		{name: "ChangeWithoutClientCertificate", client: ts.Client(), user: "editor", path: state, method: http.MethodPut, body: `{"state":"LINK_STATE_DOWN"}`,
+			code: http.StatusUnauthorized, contains: "front proxy"},
 	}...)
 	for _, tc := range refusals {
 		t.Run(tc.name, func(t *testing.T) {
 			before := daemonCalls.Load()
-			code, body, _ := capture(tc.client, tc.user, tc.path)
+			code, body, _ := do(tc.client, tc.method, tc.user, tc.path, tc.body)
 			// Only what a daemon itself refuses, or what reads the daemons
 			// of other nodes too, reaches it.
 			reaches := tc.name == "DaemonRefusesTheLink" || tc.name == "DaemonRefusesTheController" || tc.name == "LinksOfANodeWithoutDaemon"
 			if called := daemonCalls.Load() - before; called != 0 && !reaches {
-				t.Errorf("GET %s as %s reached the daemon %d times, want none", tc.path, tc.user, called)
+				t.Errorf("%s %s as %s reached the daemon %d times, want none", cmp.Or(tc.method, "GET"), tc.path, tc.user, called)
 			}
 			var st metav1.Status
 			if err := json.Unmarshal([]byte(body), &st); err != nil || code != tc.code || st.Kind != "Status" || int(st.Code) != tc.code ||
 				!strings.Contains(st.Message, tc.contains) {
-				t.Errorf("GET %s as %s: %d %s; want a Status %d containing %q", tc.path, tc.user, code, body, tc.code, tc.contains)
+				t.Errorf("%s %s as %s: %d %s; want a Status %d containing %q", cmp.Or(tc.method, "GET"), tc.path, tc.user, code, body, tc.code, tc.contains)
 			}
 		})
 	}
@@ -229,6 +276,8 @@ type refusal struct {
 	path     string
 	code     int
 	contains string
+	// method is GET when empty; body is the request's.
+	method, body string
 }
 
 // publishFrontProxy writes the front proxy's settings into the ConfigMap
@@ -292,6 +341,8 @@ func (d daemons) DaemonFor(_ context.Context, node string) (string, error) {
 type captureDaemon struct {
 	meshnetv1.UnimplementedLinkServiceServer
 	calls *atomic.Int32
+	// last is the last SetLinkState that reached it.
+	last *atomic.Pointer[change]
 }
 
 func (d captureDaemon) ListLinks(_ context.Context, req *meshnetv1.ListLinksRequest) (*meshnetv1.ListLinksResponse, error) {
@@ -318,6 +369,27 @@ func (d captureDaemon) CaptureLink(req *meshnetv1.CaptureLinkRequest, s grpc.Ser
 	return nil
 }
 
+// change is a SetLinkState that reached the stand-in, with the
+// authorization metadata it came with.
+type change struct {
+	req  *meshnetv1.SetLinkStateRequest
+	auth []string
+}
+
+func (d captureDaemon) SetLinkState(ctx context.Context, req *meshnetv1.SetLinkStateRequest) (*meshnetv1.SetLinkStateResponse, error) {
+	d.calls.Add(1)
+	md, _ := metadata.FromIncomingContext(ctx)
+	d.last.Store(&change{req: req, auth: md.Get("authorization")})
+	return &meshnetv1.SetLinkStateResponse{Link: &meshnetv1.LinkStatus{Pod: &meshnetv1.PodRef{Namespace: req.GetNamespace(), Name: req.GetPod()},
+		Interface: req.GetInterface(), AdminState: req.GetState()}}, nil
+}
+
+func (d captureDaemon) ClearNetem(_ context.Context, req *meshnetv1.ClearNetemRequest) (*meshnetv1.ClearNetemResponse, error) {
+	d.calls.Add(1)
+	return &meshnetv1.ClearNetemResponse{Link: &meshnetv1.LinkStatus{Pod: &meshnetv1.PodRef{Namespace: req.GetNamespace(), Name: req.GetPod()},
+		Interface: req.GetInterface()}}, nil
+}
+
 func (d captureDaemon) WatchLinks(req *meshnetv1.WatchLinksRequest, s grpc.ServerStreamingServer[meshnetv1.WatchLinksResponse]) error {
 	d.calls.Add(1)
 	r1 := &meshnetv1.PodRef{Namespace: req.GetNamespace(), Name: "r1"}
@@ -334,14 +406,14 @@ func (d captureDaemon) WatchLinks(req *meshnetv1.WatchLinksRequest, s grpc.Serve
 	return nil
 }
 
-func startDaemon(t *testing.T, calls *atomic.Int32) string {
+func startDaemon(t *testing.T, calls *atomic.Int32, last *atomic.Pointer[change]) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := grpc.NewServer()
-	meshnetv1.RegisterLinkServiceServer(g, captureDaemon{calls: calls})
+	meshnetv1.RegisterLinkServiceServer(g, captureDaemon{calls: calls, last: last})
 	go g.Serve(lis)
 	t.Cleanup(g.Stop)
 	return lis.Addr().String()

@@ -17,10 +17,12 @@ const (
 	APIService = Version + "." + Group
 
 	// Resource and ProxySubresource form what the API server authorizes
-	// for what the relay reaches on a pod's node (a capture): get on
-	// pods/proxy in Group. A proxy request is long-running to the API
-	// server, which cuts other requests off at its --request-timeout
-	// (60s by default); a live capture runs for as long as it is watched.
+	// for what the relay reaches on a pod's node: a capture (get on
+	// pods/proxy in Group) and a runtime change of a link (update or
+	// delete on it: PUT and DELETE). A proxy request is long-running to
+	// the API server, which cuts other requests off at its
+	// --request-timeout (60s by default); a live capture runs for as long
+	// as it is watched.
 	Resource         = "pods"
 	ProxySubresource = "proxy"
 
@@ -46,6 +48,17 @@ const ProxiedCapture = "links/{interface}/capture"
 
 // CapturePattern is a capture's path as a net/http pattern.
 const CapturePattern = GroupVersionPath + "/namespaces/{namespace}/" + Resource + "/{pod}/" + ProxySubresource + "/" + ProxiedCapture
+
+// ProxyPattern is every path below a pod's proxy subresource, as a
+// net/http pattern; {rest} is meshnetd's own REST path below
+// /v1/namespaces/{namespace}/pods/{pod}.
+const ProxyPattern = GroupVersionPath + "/namespaces/{namespace}/" + Resource + "/{pod}/" + ProxySubresource + "/{rest...}"
+
+// ProxyPath is the path of meshnetd's REST path tail (links/eth1/state)
+// of pod, through the relay.
+func ProxyPath(namespace, pod, tail string) string {
+	return path.Join(GroupVersionPath, "namespaces", url.PathEscape(namespace), Resource, url.PathEscape(pod), ProxySubresource, tail)
+}
 
 // CapturePath is the path of a capture of pod's interface intf.
 func CapturePath(namespace, pod, intf string) string {
