@@ -194,18 +194,9 @@ func captureThroughAPIServer(t *testing.T, c *kubecluster.Cluster, ns, editor, v
 
 	t.Run("EditorCapturesAPing", func(t *testing.T) {
 		file := filepath.Join(dir, "r1-eth1.pcapng")
-		pinging, stop := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			// Pings until the capture, limited to 10 packets, has ended.
-			for pinging.Err() == nil {
-				_, _ = c.Kubectl(pinging, "-n", ns, "exec", "r1", "--", "ping", "-c", "2", "-W", "1", "12.12.12.2")
-			}
-		}()
-		code, stderr := run(editor, "r1", "eth1", "-c", "10", "--duration", "60s", "-w", file)
-		stop()
-		<-done
+		var code int
+		var stderr string
+		pingDuring(ctx, c, ns, func() { code, stderr = run(editor, "r1", "eth1", "-c", "10", "--duration", "60s", "-w", file) })
 		if code != 0 {
 			t.Fatalf("kubectl meshnet capture r1 eth1 as an editor: exit %d\n%s", code, stderr)
 		}
@@ -217,6 +208,26 @@ func captureThroughAPIServer(t *testing.T, c *kubecluster.Cluster, ns, editor, v
 			t.Errorf("tshark's ICMP of the capture:\n%s\nwant echo requests 12.12.12.1 -> 12.12.12.2 and replies back", out)
 		}
 		t.Logf("captured through the API server:\n%s%s", out, stderr)
+	})
+	t.Run("EditorFiltersEchoRequests", func(t *testing.T) {
+		// A capture filter, compiled by meshnetd and run by the kernel of
+		// r1's node: the echo requests, not the replies.
+		file := filepath.Join(dir, "requests.pcapng")
+		var code int
+		var stderr string
+		pingDuring(ctx, c, ns, func() {
+			code, stderr = run(editor, "r1", "eth1", "-f", "icmp[icmptype] = icmp-echo", "-c", "4", "--duration", "60s", "-w", file)
+		})
+		if code != 0 {
+			t.Fatalf("kubectl meshnet capture r1 eth1 -f ... as an editor: exit %d\n%s", code, stderr)
+		}
+		out, err := exec.Command("tshark", "-r", file, "-T", "fields", "-e", "ip.src", "-e", "ip.dst", "-e", "icmp.type").Output()
+		if err != nil {
+			t.Fatalf("tshark -r %s: %v", file, err)
+		}
+		if got, want := strings.TrimSpace(string(out)), strings.TrimSpace(strings.Repeat("12.12.12.1\t12.12.12.2\t8\n", 4)); got != want {
+			t.Errorf("tshark reads the filtered capture as:\n%s\nwant 4 echo requests 12.12.12.1 -> 12.12.12.2 and nothing else", got)
+		}
 	})
 	// The API server cuts a request off at its --request-timeout (60s)
 	// unless it is long-running, as a proxy subresource is.
@@ -322,6 +333,22 @@ func captureThroughAPIServer(t *testing.T, c *kubecluster.Cluster, ns, editor, v
 	})
 }
 
+// pingDuring has r1 ping r2 (12.12.12.2) over and over while capture
+// runs.
+func pingDuring(ctx context.Context, c *kubecluster.Cluster, ns string, capture func()) {
+	pinging, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for pinging.Err() == nil {
+			_, _ = c.Kubectl(pinging, "-n", ns, "exec", "r1", "--", "ping", "-c", "2", "-W", "1", "12.12.12.2")
+		}
+	}()
+	capture()
+	stop()
+	<-done
+}
+
 // runtimeChangesThroughAPIServer runs kubectl meshnet down and up with
 // --runtime as users of ns (twoRouters on two nodes): an editor's cable
 // pull reaches both ends' kernels and not the Topology; a viewer is
@@ -340,8 +367,6 @@ func runtimeChangesThroughAPIServer(t *testing.T, c *kubecluster.Cluster, ns, ed
 		}
 		return &tp
 	}
-	before := topo().Generation
-
 	t.Run("ViewerIsRefused", func(t *testing.T) {
 		code, _, stderr := run(viewer, "down", "r1", "eth1", "--runtime")
 		if code != 1 || !strings.Contains(stderr, "Error from server (Forbidden)") || !strings.Contains(stderr, "pods/proxy") {
@@ -350,23 +375,46 @@ func runtimeChangesThroughAPIServer(t *testing.T, c *kubecluster.Cluster, ns, ed
 		t.Logf("$ kubectl meshnet down r1 eth1 --runtime (as a viewer)\n%s", stderr)
 		waitOperstate(t, c, ns, "r1", "eth1", "up")
 	})
-	t.Run("EditorPullsTheCable", func(t *testing.T) {
+	// The two lives of a runtime change, as the command says them.
+	pull := func(t *testing.T, note string) string {
+		t.Helper()
 		code, stdout, stderr := run(editor, "down", "r1", "eth1", "--runtime")
 		t.Logf("$ kubectl meshnet down r1 eth1 --runtime (as an editor)\n%s%s", stdout, stderr)
-		if code != 0 || !strings.Contains(stdout, "link r1/eth1 state set to down in the kernel only; spec.links[0].state is not set, so the kernel keeps it until it is changed again (kubectl meshnet up r1 eth1 --runtime)") {
-			t.Fatalf("down --runtime as an editor: exit %d; want the kernel change said, and how long it lasts", code)
+		if code != 0 || !strings.Contains(stdout, "link r1/eth1 state set to down in the kernel only; "+note) {
+			t.Fatalf("down --runtime as an editor: exit %d; want the kernel change said, and %q", code, note)
 		}
 		if row := strings.Fields(lastLine(stdout)); len(row) < 5 || row[0] != "r1" || row[4] != "down" {
 			t.Errorf("down --runtime printed %q, want r1's eth1 read back down", lastLine(stdout))
 		}
+		return stdout
+	}
+	t.Run("FlapOfAStateTheTopologySets", func(t *testing.T) {
+		kubectl(t, c, "-n", ns, "patch", "topology", "r1", "--type=json", "-p", `[{"op":"add","path":"/spec/links/0/state","value":"up"}]`)
+		waitManaged(t, c, ns, "r1", true)
+		gen := topo().Generation
+		start := time.Now()
+		pull(t, "spec.links[0].state is up, which meshnet-controller puts back at its next pass over the pod (its --resync)")
+		// The controller's next pass (its resync, 30s as deploy/ installs
+		// it) puts the Topology's up back, at both ends.
+		for _, p := range []string{"r1", "r2"} {
+			waitOperstateWithin(t, c, ns, p, "eth1", "up", 45*time.Second)
+		}
+		t.Logf("up again %v after the runtime cable pull", time.Since(start).Round(time.Second))
+		if g := topo().Generation; g != gen {
+			t.Errorf("r1's generation %d -> %d: a runtime change edited the Topology", gen, g)
+		}
+	})
+	t.Run("PullOfAStateTheTopologyLeaves", func(t *testing.T) {
+		kubectl(t, c, "-n", ns, "patch", "topology", "r1", "--type=json", "-p", `[{"op":"remove","path":"/spec/links/0/state"}]`)
+		waitManaged(t, c, ns, "r1", false)
+		gen := topo().Generation
+		pull(t, "spec.links[0].state is not set, so the kernel keeps it until it is changed again (kubectl meshnet up r1 eth1 --runtime) or the pod restarts")
 		// The far end, on the other node, goes with it.
 		waitOperstate(t, c, ns, "r2", "eth1", "down")
-		if tp := topo(); tp.Generation != before || tp.Spec.Links[0].State != nil {
-			t.Errorf("r1's Topology: generation %d -> %d, spec.links[0].state %v; want it untouched", before, tp.Generation, tp.Spec.Links[0].State)
+		if tp := topo(); tp.Generation != gen || tp.Spec.Links[0].State != nil {
+			t.Errorf("r1's Topology: generation %d -> %d, spec.links[0].state %v; want it untouched", gen, tp.Generation, tp.Spec.Links[0].State)
 		}
-		// The Topology does not set the state: the controller leaves the
-		// runtime change alone, and up --runtime takes it back.
-		code, stdout, stderr = run(editor, "up", "r1", "eth1", "--runtime")
+		code, stdout, stderr := run(editor, "up", "r1", "eth1", "--runtime")
 		t.Logf("$ kubectl meshnet up r1 eth1 --runtime (as an editor)\n%s%s", stdout, stderr)
 		if code != 0 {
 			t.Fatalf("up --runtime as an editor: exit %d", code)
@@ -989,6 +1037,26 @@ func waitNoPods(t *testing.T, c *kubecluster.Cluster, ns, selector string) {
 
 // waitOperstate waits until intf in the pod has the operstate want, read
 // from the kernel inside the container.
+// waitManaged waits until the Topology's status says whether the
+// controller manages its first link's state (it does while the spec sets
+// it, and until a pass after the spec dropped it).
+func waitManaged(t *testing.T, c *kubecluster.Cluster, ns, name string, want bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var tp v1beta1.Topology
+		err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &tp)
+		if err == nil && tp.Status.ObservedGeneration == tp.Generation && len(tp.Status.Links) > 0 &&
+			slices.Contains(tp.Status.Links[0].Managed, "state") == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's status: state managed is not %v after 30s (%v)", name, want, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 func waitOperstate(t *testing.T, c *kubecluster.Cluster, ns, pod, intf, want string) {
 	t.Helper()
 	waitOperstateWithin(t, c, ns, pod, intf, want, 30*time.Second)

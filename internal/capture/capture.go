@@ -3,10 +3,8 @@
 // in the pod's network namespace and bound to the link's interface, so the
 // link itself is not touched: no qdisc, no mirror, no moment down.
 //
-// It has no capture filter: the pure-Go compilers of tcpdump's filter
-// syntax at hand compile wrong programs (packetcap/go-pcap's "icmp"
-// accepts ARP and UDP), and libpcap's needs cgo. Readers filter on their
-// side (tshark -Y, Wireshark's display filter).
+// A capture filter (Options.Filter, internal/pcapfilter's program) runs
+// in the kernel, so that what it leaves out is never copied.
 package capture
 
 import (
@@ -36,6 +34,11 @@ type Options struct {
 	// 0 keeps them whole. The kernel cuts them, so that its buffer holds
 	// more packets and fewer are dropped at high rates.
 	SnapLength int
+	// Filter is the program that selects the packets to keep (and how
+	// much of each, as its return value), which the kernel runs on each
+	// packet before the socket sees it (pcapfilter.Compile's); nil keeps
+	// every packet.
+	Filter []bpf.Instruction
 }
 
 // Stats is what a capture saw.
@@ -64,16 +67,27 @@ func Run(ctx context.Context, netnsPath, dev string, opts Options, w io.Writer) 
 		return st, fmt.Errorf("capture on %s: %w", dev, err)
 	}
 	defer h.Close()
-	if opts.SnapLength > 0 {
+	// The socket took every packet from its making to the filter's
+	// attaching; those are left out, by the kernel's timestamp (the
+	// same clock as time.Now): the capture starts once filtered.
+	var since time.Time
+	filter := opts.Filter
+	if filter == nil && opts.SnapLength > 0 {
 		// A program that takes every packet, its first SnapLength bytes:
 		// libpcap's own for a snap length without a filter.
-		prog, err := bpf.Assemble([]bpf.Instruction{bpf.RetConstant{Val: uint32(opts.SnapLength)}})
+		filter = []bpf.Instruction{bpf.RetConstant{Val: uint32(opts.SnapLength)}}
+	}
+	if filter != nil {
+		prog, err := bpf.Assemble(filter)
 		if err != nil {
-			return st, err
+			return st, fmt.Errorf("capture on %s: filter: %w", dev, err)
 		}
 		if err := h.SetBPF(prog); err != nil {
-			return st, fmt.Errorf("capture on %s: snap length: %w", dev, err)
+			return st, fmt.Errorf("capture on %s: filter: %w", dev, err)
 		}
+		since = time.Now()
+	}
+	if opts.SnapLength > 0 {
 		if err := h.SetCaptureLength(opts.SnapLength); err != nil {
 			return st, err
 		}
@@ -145,6 +159,9 @@ func Run(ctx context.Context, netnsPath, dev string, opts Options, w io.Writer) 
 				continue
 			}
 			return st, fmt.Errorf("capture on %s: %w", dev, err)
+		}
+		if ci.Timestamp.Before(since) {
+			continue // taken before the filter was
 		}
 		ci.InterfaceIndex = 0
 		if err := f.write(ci, data); err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/meshnet/meshnet/internal/capture"
 	"github.com/meshnet/meshnet/internal/links/netnstest"
+	"github.com/meshnet/meshnet/internal/pcapfilter"
 	"github.com/meshnet/meshnet/internal/proccpu"
 )
 
@@ -103,6 +104,54 @@ func TestKernelCaptureDecodesPing(t *testing.T) {
 	}
 	if got := tshark(t, c.file, "icmp.type", "frame.cap_len", "frame.len"); strings.Join(got, "\n") != "8\t64\t1042\n0\t64\t1042" {
 		t.Errorf("tshark reads %q, want a request and a reply of 1042 bytes, 64 of each kept", got)
+	}
+}
+
+// TestKernelCaptureFilter: a capture filter runs in the kernel: of a ping
+// with its ARP and a UDP datagram beside it, "icmp" keeps the ICMP
+// packets only, and "udp or arp" the rest; the link is as it was.
+func TestKernelCaptureFilter(t *testing.T) {
+	a, _ := pair(t)
+	before := netnstest.LinkConfig(t, a, "eth1")
+	for _, tc := range []struct {
+		filter string
+		want   []string // tshark's protocols of each frame
+	}{
+		// Two echo requests and replies, and the port unreachable the
+		// datagram draws.
+		{"icmp", []string{"icmp", "icmp", "icmp", "icmp", "icmp"}},
+		{"udp or arp", []string{"arp", "arp", "udp"}},
+	} {
+		prog, err := pcapfilter.Compile(tc.filter, 0)
+		if err != nil {
+			t.Fatalf("compile %q: %v", tc.filter, err)
+		}
+		netnstest.IP(t, a, "neigh", "flush", "dev", "eth1") // an ARP exchange first
+		ctx, cancel := context.WithCancel(context.Background())
+		c := startCapture(t, ctx, a, capture.Options{Filter: prog})
+		if out, err := netnstest.Run(a, "ping", "-c", "2", "-i", "0.2", "10.0.0.2"); err != nil {
+			t.Fatalf("ping: %v\n%s", err, out)
+		}
+		if out, err := netnstest.Run(a, "bash", "-c", "echo meshnet > /dev/udp/10.0.0.2/9"); err != nil {
+			t.Fatalf("udp: %v\n%s", err, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+		cancel()
+		if err := <-c.done; err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, protos := range tshark(t, c.file, "frame.protocols") {
+			// eth:ethertype:ip:icmp:data -> icmp
+			parts := strings.Split(protos, ":")
+			got = append(got, parts[min(len(parts)-1, 2+boolInt(len(parts) > 3))])
+		}
+		if strings.Join(got, " ") != strings.Join(tc.want, " ") {
+			t.Errorf("filter %q kept %q, want %q", tc.filter, got, tc.want)
+		}
+	}
+	if after := netnstest.LinkConfig(t, a, "eth1"); after != before {
+		t.Errorf("the captures changed the link:\nbefore %s\nafter %s", before, after)
 	}
 }
 

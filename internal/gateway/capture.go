@@ -28,7 +28,7 @@ const CapturePath = "/v1/namespaces/{namespace}/pods/{pod}/links/{interface}/cap
 
 // captureQuery are the query parameters of a capture over HTTP
 // (CaptureParams reads them, here and in the controller's aggregated API).
-var captureQuery = []string{"max_packets", "duration", "snap_length"}
+var captureQuery = []string{"max_packets", "duration", "snap_length", "filter"}
 
 // captureHandler relays CaptureLink; errors are written by gw with m, as
 // every other REST call's.
@@ -105,6 +105,7 @@ func CaptureParams(q url.Values, req *meshnetv1.CaptureLinkRequest) error {
 		}
 		req.SnapLength = uint32(n)
 	}
+	req.Filter = q.Get("filter") // compiled, and refused, by CaptureLink
 	if s := q.Get("duration"); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil {

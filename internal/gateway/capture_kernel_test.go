@@ -82,6 +82,8 @@ func TestKernelCaptureOverREST(t *testing.T) {
 		{"unknown parameter", tok.Editor, "?count=5", 400, "count: unknown query parameter"},
 		{"tiny snap length", tok.Editor, "?snap_length=10", 400, "snap_length: 10 is not between 34 bytes"},
 		{"huge snap length", tok.Editor, "?snap_length=4294967295", 400, "snap_length: 4294967295 is not between"},
+		{"filter that does not compile", tok.Editor, "?filter=tcp+port+80x", 400, "filter: "},
+		{"filter with a word meshnet does not take", tok.Editor, "?filter=vlan+100", 400, `filter: \"vlan\"`},
 	} {
 		args := []string{"-sS", "-w", "\n%{http_code}\n%{content_type}", url + tc.query}
 		if tc.token != "" {

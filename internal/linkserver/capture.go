@@ -1,14 +1,18 @@
 package linkserver
 
 import (
+	"errors"
 	"time"
 
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/internal/capture"
+	"github.com/meshnet/meshnet/internal/pcapfilter"
 )
 
 // Bounds of CaptureLink's request. A snap length is a buffer meshnetd
@@ -17,6 +21,9 @@ const (
 	MaxCaptureDuration = 24 * time.Hour
 	MinSnapLength      = 34
 	MaxSnapLength      = 262144
+	// MaxFilterLength bounds a capture filter's text, which is compiled
+	// here: longer than any filter a person writes.
+	MaxFilterLength = 4096
 )
 
 // CaptureLink implements meshnetv1.LinkServiceServer.
@@ -36,6 +43,14 @@ func (s *Server) CaptureLink(req *meshnetv1.CaptureLinkRequest, stream grpc.Serv
 	if n := req.GetSnapLength(); n > 0 && (n < MinSnapLength || n > MaxSnapLength) {
 		v.add("snap_length", "%d is not between %d bytes (an Ethernet and an IPv4 header) and %d; 0 keeps packets whole", n, MinSnapLength, MaxSnapLength)
 	}
+	var filter []bpf.Instruction
+	if f := req.GetFilter(); len(f) > MaxFilterLength {
+		v.add("filter", "%d characters; at most %d", len(f), MaxFilterLength)
+	} else if prog, err := pcapfilter.Compile(f, req.GetSnapLength()); err != nil {
+		v.add("filter", "%v", err)
+	} else {
+		filter = prog
+	}
 	if err := v.err(); err != nil {
 		return err
 	}
@@ -49,13 +64,17 @@ func (s *Server) CaptureLink(req *meshnetv1.CaptureLinkRequest, stream grpc.Serv
 	}
 	n.Close()
 	log := s.log.With("pod", p.Key().String(), "link", l.LocalIntf, "node", s.node)
-	log.Info("capture started", "max_packets", req.GetMaxPackets(), "duration", d, "snap_length", req.GetSnapLength())
+	log.Info("capture started", "max_packets", req.GetMaxPackets(), "duration", d, "snap_length", req.GetSnapLength(), "filter", req.GetFilter())
 	st, err := capture.Run(stream.Context(), p.Netns, l.LocalIntf,
-		capture.Options{Count: int(req.GetMaxPackets()), Duration: d, SnapLength: int(req.GetSnapLength())}, streamWriter{stream})
+		capture.Options{Count: int(req.GetMaxPackets()), Duration: d, SnapLength: int(req.GetSnapLength()), Filter: filter}, streamWriter{stream})
 	log.Info("capture ended", "packets", st.Packets, "dropped", st.Dropped, "error", err)
 	if err != nil {
 		if stream.Context().Err() != nil {
 			return status.FromContextError(stream.Context().Err()).Err()
+		}
+		if errors.Is(err, unix.ENOMEM) && filter != nil {
+			// The kernel charges a filter to the socket's option memory.
+			return status.Errorf(codes.InvalidArgument, "filter: its program of %d instructions is more than the kernel of node %s takes (net.core.optmem_max): make it shorter", len(filter), s.node)
 		}
 		return status.Errorf(codes.Internal, "capture %s on %s: %v", p.Key(), l.LocalIntf, err)
 	}

@@ -11,13 +11,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshnet/meshnet/internal/pcapfilter"
 	"github.com/meshnet/meshnet/internal/relay/relayapi"
 )
 
 func newCaptureCommand(o *options) *cobra.Command {
 	var f captureFlags
 	cmd := &cobra.Command{
-		Use:   "capture POD INTERFACE [-w FILE|-] [-c COUNT] [--duration D] [--snap-length BYTES]",
+		Use:   "capture POD INTERFACE [-w FILE|-] [-f FILTER] [-c COUNT] [--duration D] [--snap-length BYTES]",
 		Short: "Capture the packets of a pod's link, as pcapng for Wireshark or tshark",
 		Long: `Capture the packets crossing INTERFACE of POD, live, from the pod's node,
 as a pcapng stream that Wireshark and tshark read. The link is not changed
@@ -29,6 +30,13 @@ pod's node. You need the right to change the link: patch on Topologies in
 the pod's namespace, and get on pods/proxy in meshnet.networkop.co.uk
 there (the namespace's edit role has both).
 
+--filter keeps only the packets a capture filter in tcpdump's syntax
+selects ("icmp or arp", "tcp port 179", "host 10.0.0.2 and not port 22"),
+applied by the node's kernel, so the rest never leaves it. meshnet compiles
+most of the syntax itself (hosts, nets, ports, protocols, and/or/not,
+proto[offset:size] comparisons); what it does not take (vlan, mpls, host
+names...) is refused, named. See docs/kubectl-meshnet.md.
+
 It ends after --count packets or --duration, when you press Ctrl-C, or when
 the pod goes away; the API server keeps it open for as long as it runs.`,
 		Example: `  # Watch r1's eth1 live in Wireshark
@@ -38,10 +46,18 @@ the pod goes away; the API server keeps it open for as long as it runs.`,
   kubectl meshnet capture r1 eth1 -n lab -c 10 -w - | tshark -r -
 
   # Thirty seconds of headers only, into a file
-  kubectl meshnet capture r1 eth1 -n lab --duration 30s --snap-length 128 -w r1-eth1.pcapng`,
+  kubectl meshnet capture r1 eth1 -n lab --duration 30s --snap-length 128 -w r1-eth1.pcapng
+
+  # BGP's packets only
+  kubectl meshnet capture r1 eth1 -n lab -f "tcp port bgp" -w - | tshark -r - -V`,
 		Args:              exactArgs("POD", "INTERFACE"),
 		ValidArgsFunction: o.completeLinks,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// Checked here too, so that a typo is named before anything
+			// is opened; the node compiles it again.
+			if _, err := pcapfilter.Compile(f.filter, f.snapLength); err != nil {
+				return fmt.Errorf("--filter %q: %w", f.filter, err)
+			}
 			out, closeOut, err := f.output(cmd.OutOrStdout())
 			if err != nil {
 				return err
@@ -67,6 +83,7 @@ the pod goes away; the API server keeps it open for as long as it runs.`,
 	fs.Uint32VarP(&f.count, "count", "c", 0, "stop after this many packets (0: no limit)")
 	fs.DurationVar(&f.duration, "duration", 0, "stop after this long, 24h at most (0: no limit)")
 	fs.Uint32Var(&f.snapLength, "snap-length", 0, "bytes kept of each packet, 34 to 262144 (0: whole packets)")
+	fs.StringVarP(&f.filter, "filter", "f", "", `capture filter in tcpdump's syntax ("tcp port 179"; empty: every packet)`)
 	return cmd
 }
 
@@ -76,6 +93,7 @@ type captureFlags struct {
 	count      uint32
 	duration   time.Duration
 	snapLength uint32
+	filter     string
 }
 
 // output opens where the stream goes. Standard output must be said (-w -),
@@ -115,6 +133,9 @@ func (o *options) capture(ctx context.Context, w io.Writer, pod, intf string, f 
 	}
 	if f.snapLength != 0 {
 		req = req.Param("snap_length", strconv.FormatUint(uint64(f.snapLength), 10))
+	}
+	if f.filter != "" {
+		req = req.Param("filter", f.filter)
 	}
 	// The stream has no end of its own: no client timeout applies.
 	body, err := req.Timeout(0).Stream(ctx)

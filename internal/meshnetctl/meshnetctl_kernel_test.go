@@ -332,6 +332,7 @@ func TestKernelCommandsAsUsers(t *testing.T) {
 			{[]string{"down", "r1", "eth9", "--runtime"}, `error: interface "eth9": pod r1 has no link on it (its links: eth1, eth2)`},
 			{[]string{"down", "r1", "eth1", "--runtime", "--timeout", "5s"}, `error: --timeout: a --runtime change waits for no status`},
 			{[]string{"netem", "r1", "eth1", "--delay", "5", "--runtime"}, `error: --delay "5": "5" is not a duration`},
+			{[]string{"capture", "r1", "eth1", "-w", "-", "-f", "icmp and"}, `error: --filter "icmp and": unexpected end after "and"`},
 		} {
 			_, stderr, code := r.run(t, r.editor, tc.args...)
 			if code != 1 || !strings.HasPrefix(stderr, tc.want) {

@@ -102,7 +102,13 @@ type CaptureLinkRequest struct {
 	Duration *durationpb.Duration `protobuf:"bytes,5,opt,name=duration,proto3" json:"duration,omitempty"`
 	// Keep this many bytes of each packet, as tcpdump's -s; 0 keeps them
 	// whole. Headers only (say 128) lose fewer packets at high rates.
-	SnapLength    uint32 `protobuf:"varint,6,opt,name=snap_length,json=snapLength,proto3" json:"snap_length,omitempty"`
+	SnapLength uint32 `protobuf:"varint,6,opt,name=snap_length,json=snapLength,proto3" json:"snap_length,omitempty"`
+	// Keep only the packets this capture filter selects, in tcpdump's
+	// syntax ("icmp or arp", "tcp port 179", "host 10.0.0.2"); empty keeps
+	// every packet. The kernel applies it, so the rest is never copied.
+	// meshnet compiles a subset of the syntax (docs/runtime-control.md) and
+	// refuses the rest, naming the word it does not take.
+	Filter        string `protobuf:"bytes,7,opt,name=filter,proto3" json:"filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -177,6 +183,13 @@ func (x *CaptureLinkRequest) GetSnapLength() uint32 {
 		return x.SnapLength
 	}
 	return 0
+}
+
+func (x *CaptureLinkRequest) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
 }
 
 // CaptureLinkResponse is the next piece of the pcapng stream; the
@@ -1483,7 +1496,7 @@ var File_meshnet_v1_link_proto protoreflect.FileDescriptor
 const file_meshnet_v1_link_proto_rawDesc = "" +
 	"\n" +
 	"\x15meshnet/v1/link.proto\x12\n" +
-	"meshnet.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16meshnet/v1/types.proto\"\xdb\x01\n" +
+	"meshnet.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16meshnet/v1/types.proto\"\xf3\x01\n" +
 	"\x12CaptureLinkRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03pod\x18\x02 \x01(\tR\x03pod\x12\x1c\n" +
@@ -1492,7 +1505,8 @@ const file_meshnet_v1_link_proto_rawDesc = "" +
 	"maxPackets\x125\n" +
 	"\bduration\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x1f\n" +
 	"\vsnap_length\x18\x06 \x01(\rR\n" +
-	"snapLength\"]\n" +
+	"snapLength\x12\x16\n" +
+	"\x06filter\x18\a \x01(\tR\x06filter\"]\n" +
 	"\x13CaptureLinkResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x18\n" +
 	"\apackets\x18\x02 \x01(\x04R\apackets\x12\x18\n" +
