@@ -229,6 +229,33 @@ func captureThroughAPIServer(t *testing.T, c *kubecluster.Cluster, ns, editor, v
 			t.Errorf("tshark reads the filtered capture as:\n%s\nwant 4 echo requests 12.12.12.1 -> 12.12.12.2 and nothing else", got)
 		}
 	})
+	t.Run("EditorCapturesBothEnds", func(t *testing.T) {
+		// r1's eth1 on one node and r2's on the other, in one file: the
+		// same echo requests leave one end and reach the other.
+		file := filepath.Join(dir, "both.pcapng")
+		var code int
+		var stderr string
+		pingDuring(ctx, c, ns, func() {
+			code, stderr = run(editor, "r1", "eth1", "--both", "-f", "icmp", "-c", "4", "--duration", "60s", "-w", file)
+		})
+		if code != 0 {
+			t.Fatalf("kubectl meshnet capture r1 eth1 --both as an editor: exit %d\n%s", code, stderr)
+		}
+		out, err := exec.Command("tshark", "-r", file, "-T", "fields", "-e", "frame.interface_name", "-e", "ip.src", "-e", "icmp.type").Output()
+		if err != nil {
+			t.Fatalf("tshark -r %s: %v", file, err)
+		}
+		count := map[string]int{}
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			count[l]++
+		}
+		for _, end := range []string{"r1/eth1", "r2/eth1"} {
+			if count[end+"\t12.12.12.1\t8"] < 1 || count[end+"\t12.12.12.2\t0"] < 1 {
+				t.Errorf("tshark reads the capture of both ends as:\n%s\nwant echo requests and replies on %s", out, end)
+			}
+		}
+		t.Logf("$ kubectl meshnet capture r1 eth1 --both -f icmp -c 4 -w both.pcapng; tshark -r both.pcapng -T fields -e frame.interface_name -e ip.src -e icmp.type\n%s%s", out, stderr)
+	})
 	// The API server cuts a request off at its --request-timeout (60s)
 	// unless it is long-running, as a proxy subresource is.
 	t.Run("OutlivesTheRequestTimeout", func(t *testing.T) {

@@ -37,9 +37,14 @@ type Options struct {
 	// Filter is the program that selects the packets to keep (and how
 	// much of each, as its return value), which the kernel runs on each
 	// packet before the socket sees it (pcapfilter.Compile's); nil keeps
-	// every packet.
-	Filter []bpf.Instruction
+	// every packet. FilterText is its source, which the stream records.
+	Filter     []bpf.Instruction
+	FilterText string
 }
+
+// ErrFilter wraps the kernel's refusal of a capture's filter (ENOMEM for
+// a program longer than the socket's option memory takes).
+var ErrFilter = errors.New("the kernel refused the capture filter")
 
 // Stats is what a capture saw.
 type Stats struct {
@@ -67,10 +72,22 @@ func Run(ctx context.Context, netnsPath, dev string, opts Options, w io.Writer) 
 		return st, fmt.Errorf("capture on %s: %w", dev, err)
 	}
 	defer h.Close()
-	// The socket took every packet from its making to the filter's
-	// attaching; those are left out, by the kernel's timestamp (the
-	// same clock as time.Now): the capture starts once filtered.
-	var since time.Time
+	// The socket took every packet from its making on. With a filter,
+	// those are left out as libpcap leaves them out, without a clock: a
+	// program that takes nothing stops the queue from growing, reading
+	// the socket's counters (which resets them) says how many it holds,
+	// and as many reads skip them once the filter is on.
+	skip := 0
+	if opts.Filter != nil {
+		if err := setFilter(h, []bpf.Instruction{bpf.RetConstant{Val: 0}}); err != nil {
+			return st, fmt.Errorf("capture on %s: %w", dev, err)
+		}
+		queued, err := h.Stats()
+		if err != nil {
+			return st, fmt.Errorf("capture on %s: read its counters: %w", dev, err)
+		}
+		skip = int(queued.Packets)
+	}
 	filter := opts.Filter
 	if filter == nil && opts.SnapLength > 0 {
 		// A program that takes every packet, its first SnapLength bytes:
@@ -78,29 +95,25 @@ func Run(ctx context.Context, netnsPath, dev string, opts Options, w io.Writer) 
 		filter = []bpf.Instruction{bpf.RetConstant{Val: uint32(opts.SnapLength)}}
 	}
 	if filter != nil {
-		prog, err := bpf.Assemble(filter)
-		if err != nil {
-			return st, fmt.Errorf("capture on %s: filter: %w", dev, err)
+		if err := setFilter(h, filter); err != nil {
+			return st, fmt.Errorf("capture on %s: %w", dev, err)
 		}
-		if err := h.SetBPF(prog); err != nil {
-			return st, fmt.Errorf("capture on %s: filter: %w", dev, err)
-		}
-		since = time.Now()
 	}
 	if opts.SnapLength > 0 {
 		if err := h.SetCaptureLength(opts.SnapLength); err != nil {
-			return st, err
+			return st, fmt.Errorf("capture on %s: snap length: %w", dev, err)
 		}
 	}
 	ngw, err := pcapgo.NewNgWriterInterface(w, pcapgo.NgInterface{
 		Name: dev, LinkType: layers.LinkTypeEthernet, SnapLength: uint32(max(opts.SnapLength, 0)),
 		OS: "Linux", TimestampResolution: 9, // nanoseconds
+		Filter: opts.FilterText,
 	}, pcapgo.NgWriterOptions{SectionInfo: pcapgo.NgSectionInfo{Application: "meshnetd"}})
 	if err != nil {
-		return st, err
+		return st, fmt.Errorf("capture on %s: write the stream's header: %w", dev, err)
 	}
 	if err := ngw.Flush(); err != nil { // the header at once: a reader knows the stream began
-		return st, err
+		return st, fmt.Errorf("capture on %s: write the stream's header: %w", dev, err)
 	}
 
 	if opts.Duration > 0 {
@@ -160,8 +173,9 @@ func Run(ctx context.Context, netnsPath, dev string, opts Options, w io.Writer) 
 			}
 			return st, fmt.Errorf("capture on %s: %w", dev, err)
 		}
-		if ci.Timestamp.Before(since) {
-			continue // taken before the filter was
+		if skip > 0 {
+			skip-- // queued before the filter was on
+			continue
 		}
 		ci.InterfaceIndex = 0
 		if err := f.write(ci, data); err != nil {
@@ -237,4 +251,16 @@ func (f *flusher) failed() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.err
+}
+
+// setFilter attaches prog to h's socket.
+func setFilter(h *pcapgo.EthernetHandle, prog []bpf.Instruction) error {
+	raw, err := bpf.Assemble(prog)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrFilter, err)
+	}
+	if err := h.SetBPF(raw); err != nil {
+		return fmt.Errorf("%w: %w", ErrFilter, err)
+	}
+	return nil
 }

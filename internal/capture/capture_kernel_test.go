@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gopacket/gopacket/pcapgo"
+
 	"github.com/meshnet/meshnet/internal/capture"
 	"github.com/meshnet/meshnet/internal/links/netnstest"
 	"github.com/meshnet/meshnet/internal/pcapfilter"
@@ -128,7 +130,7 @@ func TestKernelCaptureFilter(t *testing.T) {
 		}
 		netnstest.IP(t, a, "neigh", "flush", "dev", "eth1") // an ARP exchange first
 		ctx, cancel := context.WithCancel(context.Background())
-		c := startCapture(t, ctx, a, capture.Options{Filter: prog})
+		c := startCapture(t, ctx, a, capture.Options{Filter: prog, FilterText: tc.filter})
 		if out, err := netnstest.Run(a, "ping", "-c", "2", "-i", "0.2", "10.0.0.2"); err != nil {
 			t.Fatalf("ping: %v\n%s", err, out)
 		}
@@ -149,10 +151,34 @@ func TestKernelCaptureFilter(t *testing.T) {
 		if strings.Join(got, " ") != strings.Join(tc.want, " ") {
 			t.Errorf("filter %q kept %q, want %q", tc.filter, got, tc.want)
 		}
+		// The stream says which filter made it, as libpcap's files do.
+		if got := recordedFilter(t, c.file); got != tc.filter {
+			t.Errorf("filter %q: the stream's interface records %q", tc.filter, got)
+		}
 	}
 	if after := netnstest.LinkConfig(t, a, "eth1"); after != before {
 		t.Errorf("the captures changed the link:\nbefore %s\nafter %s", before, after)
 	}
+}
+
+// recordedFilter is the filter the capture file's first interface
+// records.
+func recordedFilter(t *testing.T, file string) string {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcapgo.NewNgReader(f, pcapgo.DefaultNgReaderOptions)
+	if err != nil {
+		t.Fatalf("read %s: %v", file, err)
+	}
+	intf, err := r.Interface(0)
+	if err != nil {
+		t.Fatalf("read %s: %v", file, err)
+	}
+	return intf.Filter
 }
 
 // TestKernelCaptureSpansACablePull: a capture goes on while its link is
@@ -305,15 +331,26 @@ func BenchmarkKernelCaptureVXLAN(b *testing.B) {
 	b.Cleanup(func() { _ = server.Process.Kill(); _ = server.Wait() })
 	time.Sleep(300 * time.Millisecond)
 	for _, snap := range []int{0, 128} {
-		b.Run(fmt.Sprintf("snap=%d", snap), func(b *testing.B) { captureUnderLoad(b, x, snap, server.Process.Pid) })
+		b.Run(fmt.Sprintf("snap=%d", snap), func(b *testing.B) { captureUnderLoad(b, x, capture.Options{SnapLength: snap}, server.Process.Pid) })
 	}
+	// A filter that keeps the connections' first packets only: the kernel
+	// drops the rest before the socket, and the capture costs next to
+	// nothing.
+	const syn = "tcp[tcpflags] & tcp-syn != 0"
+	prog, err := pcapfilter.Compile(syn, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("filter=syn", func(b *testing.B) {
+		captureUnderLoad(b, x, capture.Options{Filter: prog, FilterText: syn}, server.Process.Pid)
+	})
 }
 
 // captureUnderLoad is one of BenchmarkKernelCaptureVXLAN's cases: x is the
-// sending namespace, snap the snap length, server iperf3's server. Beside
+// sending namespace, opts the capture's, server iperf3's server. Beside
 // the rates it reports each process's CPU time per run: this test's (the
 // capture and the pipe's reader), and iperf3's client and server.
-func captureUnderLoad(b *testing.B, x string, snap, server int) {
+func captureUnderLoad(b *testing.B, x string, opts capture.Options, server int) {
 	var pps, drops, mbps, self, client, srv []float64
 	cpuOf := func(pid int) time.Duration {
 		d, err := proccpu.Of(pid)
@@ -335,7 +372,7 @@ func captureUnderLoad(b *testing.B, x string, snap, server int) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan capture.Stats, 1)
 		go func() {
-			st, err := capture.Run(ctx, x, "eth1", capture.Options{SnapLength: snap}, w)
+			st, err := capture.Run(ctx, x, "eth1", opts, w)
 			if err != nil {
 				b.Error(err)
 			}

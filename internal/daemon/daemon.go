@@ -21,20 +21,24 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/florianl/go-tc/core"
 	"github.com/go-logr/logr"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
+	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -355,9 +359,16 @@ func Run(ctx context.Context, cfg Config) error {
 	if serverTLS != nil {
 		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(serverTLS)))
 	}
+	// A panic in a handler (a bug) fails its call, Internal, and is
+	// logged; it does not take the node's links' daemon down.
+	recovered := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
+		method, _ := grpc.Method(ctx)
+		cfg.Log.Error("panic in a call", "node", cfg.NodeName, "method", method, "panic", p, "stack", string(debug.Stack()))
+		return status.Errorf(codes.Internal, "meshnetd of node %s failed on %s: %v", cfg.NodeName, method, p)
+	})
 	tcp := grpc.NewServer(append(serverOpts,
-		grpc.ChainUnaryInterceptor(rpc.UnaryServerInterceptor(), auth.UnaryInterceptor(checker, policy)),
-		grpc.ChainStreamInterceptor(rpc.StreamServerInterceptor(), auth.StreamInterceptor(checker, policy)))...)
+		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(recovered), rpc.UnaryServerInterceptor(), auth.UnaryInterceptor(checker, policy)),
+		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(recovered), rpc.StreamServerInterceptor(), auth.StreamInterceptor(checker, policy)))...)
 	meshnetv1.RegisterPeerServiceServer(tcp, wirer.PeerServer(linkSrv))
 	meshnetv1.RegisterLinkServiceServer(tcp, linkSrv)
 	meshnetv1.RegisterDataServiceServer(tcp, dataSrv)
@@ -368,7 +379,7 @@ func Run(ctx context.Context, cfg Config) error {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(metrics.NewLinks(store, linkSrv.ReadPod, cfg.Log), rpc)
 
-	unix := grpc.NewServer()
+	unix := grpc.NewServer(grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(recovered)))
 	meshnetv1.RegisterCNIServiceServer(unix, wirer.CNIServer())
 	healthSrv := health.NewServer()
 	healthpb.RegisterHealthServer(unix, healthSrv)

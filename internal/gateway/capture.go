@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -86,10 +87,8 @@ func WriteCapture(w http.ResponseWriter, stream grpc.ServerStreamingClient[meshn
 // CaptureParams reads q, captureQuery's parameters, into req, naming any
 // parameter it does not know or cannot read.
 func CaptureParams(q url.Values, req *meshnetv1.CaptureLinkRequest) error {
-	for k := range q {
-		if !slices.Contains(captureQuery, k) {
-			return fmt.Errorf("%s: unknown query parameter (known: %s)", k, strings.Join(captureQuery, ", "))
-		}
+	if err := KnownParams(q, captureQuery...); err != nil {
+		return err
 	}
 	if s := q.Get("max_packets"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 32)
@@ -112,6 +111,22 @@ func CaptureParams(q url.Values, req *meshnetv1.CaptureLinkRequest) error {
 			return fmt.Errorf("duration: %q is not a duration like \"5s\" or \"1m\"", s)
 		}
 		req.Duration = durationpb.New(d)
+	}
+	return nil
+}
+
+// KnownParams names a parameter of q that is not one of known, the first
+// in sorted order; nil when there is none. A request that takes none
+// passes no known.
+func KnownParams(q url.Values, known ...string) error {
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		if slices.Contains(known, k) {
+			continue
+		}
+		if len(known) == 0 {
+			return fmt.Errorf("%s: unknown query parameter (this request takes none)", k)
+		}
+		return fmt.Errorf("%s: unknown query parameter (known: %s)", k, strings.Join(known, ", "))
 	}
 	return nil
 }

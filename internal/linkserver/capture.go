@@ -66,15 +66,16 @@ func (s *Server) CaptureLink(req *meshnetv1.CaptureLinkRequest, stream grpc.Serv
 	log := s.log.With("pod", p.Key().String(), "link", l.LocalIntf, "node", s.node)
 	log.Info("capture started", "max_packets", req.GetMaxPackets(), "duration", d, "snap_length", req.GetSnapLength(), "filter", req.GetFilter())
 	st, err := capture.Run(stream.Context(), p.Netns, l.LocalIntf,
-		capture.Options{Count: int(req.GetMaxPackets()), Duration: d, SnapLength: int(req.GetSnapLength()), Filter: filter}, streamWriter{stream})
+		capture.Options{Count: int(req.GetMaxPackets()), Duration: d, SnapLength: int(req.GetSnapLength()), Filter: filter, FilterText: req.GetFilter()},
+		streamWriter{stream})
 	log.Info("capture ended", "packets", st.Packets, "dropped", st.Dropped, "error", err)
 	if err != nil {
 		if stream.Context().Err() != nil {
 			return status.FromContextError(stream.Context().Err()).Err()
 		}
-		if errors.Is(err, unix.ENOMEM) && filter != nil {
+		if errors.Is(err, capture.ErrFilter) && errors.Is(err, unix.ENOMEM) {
 			// The kernel charges a filter to the socket's option memory.
-			return status.Errorf(codes.InvalidArgument, "filter: its program of %d instructions is more than the kernel of node %s takes (net.core.optmem_max): make it shorter", len(filter), s.node)
+			return status.Errorf(codes.InvalidArgument, "filter: its program of %d instructions is more than the pod's network namespace takes (its net.core.optmem_max): make the filter shorter", len(filter))
 		}
 		return status.Errorf(codes.Internal, "capture %s on %s: %v", p.Key(), l.LocalIntf, err)
 	}

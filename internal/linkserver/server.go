@@ -245,7 +245,7 @@ func kernelErr(err error) error {
 	if errors.Is(err, unix.ENETUNREACH) {
 		// A route's gateway on no subnet of a link that is up: the
 		// caller's route, or a link taken down, not meshnetd's fault.
-		return status.Error(codes.FailedPrecondition, err.Error()+" (the gateway is on no subnet of a link of the pod that is up)")
+		return status.Error(codes.FailedPrecondition, err.Error()+" (from the pod: is a route's gateway on no subnet of a link that is up?)")
 	}
 	return status.Error(codes.Internal, err.Error())
 }

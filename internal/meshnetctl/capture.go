@@ -1,16 +1,22 @@
 package meshnetctl
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
+	"github.com/gopacket/gopacket/pcapgo"
 	"github.com/spf13/cobra"
 
+	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/pcapfilter"
 	"github.com/meshnet/meshnet/internal/relay/relayapi"
 )
@@ -18,7 +24,7 @@ import (
 func newCaptureCommand(o *options) *cobra.Command {
 	var f captureFlags
 	cmd := &cobra.Command{
-		Use:   "capture POD INTERFACE [-w FILE|-] [-f FILTER] [-c COUNT] [--duration D] [--snap-length BYTES]",
+		Use:   "capture POD INTERFACE [-w FILE|-] [-f FILTER] [--both] [-c COUNT] [--duration D] [--snap-length BYTES]",
 		Short: "Capture the packets of a pod's link, as pcapng for Wireshark or tshark",
 		Long: `Capture the packets crossing INTERFACE of POD, live, from the pod's node,
 as a pcapng stream that Wireshark and tshark read. The link is not changed
@@ -49,7 +55,10 @@ the pod goes away; the API server keeps it open for as long as it runs.`,
   kubectl meshnet capture r1 eth1 -n lab --duration 30s --snap-length 128 -w r1-eth1.pcapng
 
   # BGP's packets only
-  kubectl meshnet capture r1 eth1 -n lab -f "tcp port bgp" -w - | tshark -r - -V`,
+  kubectl meshnet capture r1 eth1 -n lab -f "tcp port bgp" -w - | tshark -r - -V
+
+  # Both ends of the link, each on its node, in one file
+  kubectl meshnet capture r1 eth1 -n lab --both -w r1-r2.pcapng`,
 		Args:              exactArgs("POD", "INTERFACE"),
 		ValidArgsFunction: o.completeLinks,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -84,6 +93,7 @@ the pod goes away; the API server keeps it open for as long as it runs.`,
 	fs.DurationVar(&f.duration, "duration", 0, "stop after this long, 24h at most (0: no limit)")
 	fs.Uint32Var(&f.snapLength, "snap-length", 0, "bytes kept of each packet, 34 to 262144 (0: whole packets)")
 	fs.StringVarP(&f.filter, "filter", "f", "", `capture filter in tcpdump's syntax ("tcp port 179"; empty: every packet)`)
+	fs.BoolVar(&f.both, "both", false, "capture the link's other end too, on its own node, into the same stream: an interface per end (--count counts per end)")
 	return cmd
 }
 
@@ -94,6 +104,7 @@ type captureFlags struct {
 	duration   time.Duration
 	snapLength uint32
 	filter     string
+	both       bool
 }
 
 // output opens where the stream goes. Standard output must be said (-w -),
@@ -118,11 +129,81 @@ func (f captureFlags) output(stdout io.Writer) (io.Writer, func() error, error) 
 }
 
 // capture streams a capture of pod's intf from the aggregated API into w,
-// and returns how many bytes it wrote.
+// and returns how many bytes it wrote. With --both the link's other end
+// is captured too, into the same stream.
 func (o *options) capture(ctx context.Context, w io.Writer, pod, intf string, f captureFlags) (int64, error) {
-	api, err := o.aggregated(0) // a stream: no --request-timeout
+	if f.both {
+		return o.captureBoth(ctx, w, pod, intf, f)
+	}
+	body, err := o.openCapture(ctx, pod, intf, f)
 	if err != nil {
 		return 0, err
+	}
+	defer body.Close()
+	br := bufio.NewReaderSize(body, 64<<10) // a header with the longest filter fits
+	if err := checkFilter(br, f.filter); err != nil {
+		return 0, fmt.Errorf("capture of %s %s: %w", pod, intf, err)
+	}
+	n, err := io.Copy(w, br)
+	if err != nil && ctx.Err() != nil {
+		return n, nil // Ctrl-C: the capture so far is the result
+	}
+	if err != nil {
+		return n, fmt.Errorf("capture of %s %s cut off after %d bytes: %w", pod, intf, n, err)
+	}
+	return n, nil
+}
+
+// captureBoth captures both ends of pod's link intf, each on its own
+// node, into one pcapng stream on w with an interface for each end.
+func (o *options) captureBoth(ctx context.Context, w io.Writer, pod, intf string, f captureFlags) (int64, error) {
+	t, err := o.topology(ctx, pod)
+	if err != nil {
+		return 0, err
+	}
+	i := linkIndex(t, intf)
+	if i < 0 {
+		return 0, fmt.Errorf("interface %q: pod %s has no link on it (its links: %s)", intf, pod, intfs(t))
+	}
+	l := t.Spec.Links[i]
+	switch {
+	case l.PeerPod == v1beta1.PeerHost:
+		return 0, fmt.Errorf("--both: %s's %s is a macvlan on its node's NIC %s, which has no other end to capture", pod, intf, l.PeerIntf)
+	case l.LinkOptions != nil:
+		return 0, fmt.Errorf("--both: %s's %s reaches a device outside the cluster, whose end meshnet cannot capture", pod, intf)
+	}
+	ends := []captureEnd{{name: pod + "/" + intf}, {name: l.PeerPod + "/" + l.PeerIntf}}
+	for k, e := range []struct{ pod, intf string }{{pod, intf}, {l.PeerPod, l.PeerIntf}} {
+		body, err := o.openCapture(ctx, e.pod, e.intf, f)
+		if err != nil {
+			for _, open := range ends[:k] {
+				open.r.Close()
+			}
+			return 0, fmt.Errorf("capture of %s %s: %w", e.pod, e.intf, err)
+		}
+		ends[k].r = body
+	}
+	defer func() {
+		for _, e := range ends {
+			e.r.Close()
+		}
+	}()
+	cw := &countingWriter{w: w}
+	err = mergeCaptures(cw, ends, f.filter)
+	if err != nil && ctx.Err() != nil {
+		return cw.n, nil // Ctrl-C: the capture so far is the result
+	}
+	if err != nil {
+		return cw.n, fmt.Errorf("capture of both ends of %s %s cut off after %d bytes: %w", pod, intf, cw.n, err)
+	}
+	return cw.n, nil
+}
+
+// openCapture opens the stream of a capture of pod's intf.
+func (o *options) openCapture(ctx context.Context, pod, intf string, f captureFlags) (io.ReadCloser, error) {
+	api, err := o.aggregated(0) // a stream: no --request-timeout
+	if err != nil {
+		return nil, err
 	}
 	req := api.Get().AbsPath(relayapi.CapturePath(o.namespace, pod, intf))
 	if f.count != 0 {
@@ -138,17 +219,182 @@ func (o *options) capture(ctx context.Context, w io.Writer, pod, intf string, f 
 		req = req.Param("filter", f.filter)
 	}
 	// The stream has no end of its own: no client timeout applies.
-	body, err := req.Timeout(0).Stream(ctx)
+	return req.Timeout(0).Stream(ctx)
+}
+
+// checkFilter reads the head of a capture stream (its section header and
+// first interface, which meshnetd sends at once) without consuming it, and
+// refuses a stream whose interface does not record the filter asked for:
+// a meshnetd older than capture filters captures every packet.
+func checkFilter(br *bufio.Reader, filter string) error {
+	if filter == "" {
+		return nil
+	}
+	// Each block's total length follows its type (little-endian, as
+	// meshnetd writes them).
+	size := 0
+	for range 2 {
+		head, err := br.Peek(size + 8)
+		if err != nil {
+			return fmt.Errorf("read the stream's header: %w", err)
+		}
+		size += int(binary.LittleEndian.Uint32(head[size+4:]))
+		if size > br.Size() {
+			return fmt.Errorf("the stream's header is %d bytes or more", size)
+		}
+	}
+	head, err := br.Peek(size)
 	if err != nil {
-		return 0, err
+		return fmt.Errorf("read the stream's header: %w", err)
 	}
-	defer body.Close()
-	n, err := io.Copy(w, body)
-	if err != nil && ctx.Err() != nil {
-		return n, nil // Ctrl-C: the capture so far is the result
-	}
+	return filterRecorded(bytes.NewReader(head), filter)
+}
+
+// filterRecorded refuses a pcapng stream r whose first interface does not
+// record filter.
+func filterRecorded(r io.Reader, filter string) error {
+	ng, err := pcapgo.NewNgReader(r, pcapgo.DefaultNgReaderOptions)
 	if err != nil {
-		return n, fmt.Errorf("capture of %s %s cut off after %d bytes: %w", pod, intf, n, err)
+		return fmt.Errorf("read the stream's header: %w", err)
 	}
-	return n, nil
+	intf, err := ng.Interface(0)
+	if err != nil {
+		return fmt.Errorf("read the stream's header: %w", err)
+	}
+	return sameFilter(intf, filter)
+}
+
+// sameFilter refuses an interface of a capture stream that does not record
+// filter, the one asked for.
+func sameFilter(intf pcapgo.NgInterface, filter string) error {
+	if intf.Filter != filter {
+		return errors.New("--filter: the node's meshnetd captured without it (it predates capture filters: update meshnet's DaemonSet)")
+	}
+	return nil
+}
+
+// captureEnd is one link end's capture stream, and the name its
+// interface gets in the merged stream.
+type captureEnd struct {
+	name string
+	r    io.ReadCloser
+}
+
+// mergeCaptures writes the packets of every end's pcapng stream, as they
+// come, into one pcapng stream on w, with an interface per end named for
+// it, and each end's drop count at its end; each stream must record
+// filter, as meshnetd does the filter it applied. Packets are flushed to w at
+// most captureFlush after they came, as meshnetd flushes them.
+func mergeCaptures(w io.Writer, ends []captureEnd, filter string) error {
+	var (
+		ngw *pcapgo.NgWriter
+		ids = make([]int, len(ends))
+		rs  = make([]*pcapgo.NgReader, len(ends))
+	)
+	for i, e := range ends {
+		r, err := pcapgo.NewNgReader(e.r, pcapgo.DefaultNgReaderOptions)
+		if err != nil {
+			return fmt.Errorf("%s: read its stream: %w", e.name, err)
+		}
+		intf, err := r.Interface(0)
+		if err != nil {
+			return fmt.Errorf("%s: read its stream: %w", e.name, err)
+		}
+		if err := sameFilter(intf, filter); err != nil {
+			return fmt.Errorf("%s: %w", e.name, err)
+		}
+		intf.Name, intf.Statistics = e.name, pcapgo.NgInterfaceStatistics{}
+		if i == 0 {
+			ngw, err = pcapgo.NewNgWriterInterface(w, intf, pcapgo.NgWriterOptions{SectionInfo: pcapgo.NgSectionInfo{Application: "kubectl-meshnet"}})
+		} else {
+			ids[i], err = ngw.AddInterface(intf)
+		}
+		if err != nil {
+			return err
+		}
+		rs[i] = r
+	}
+	var mu sync.Mutex
+	if err := ngw.Flush(); err != nil { // the header at once: a reader knows the stream began
+		return err
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		tick := time.NewTicker(captureFlush)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				mu.Lock()
+				_ = ngw.Flush() // a failed write fails the next WritePacket too
+				mu.Unlock()
+			case <-done:
+				return
+			}
+		}
+	}()
+	errs := make(chan error, len(ends))
+	for i, r := range rs {
+		go func() {
+			for {
+				data, ci, err := r.ReadPacketData()
+				if errors.Is(err, io.EOF) {
+					errs <- nil
+					return
+				}
+				if err != nil {
+					errs <- fmt.Errorf("%s: %w", ends[i].name, err)
+					return
+				}
+				ci.InterfaceIndex = ids[i]
+				mu.Lock()
+				err = ngw.WritePacket(ci, data)
+				mu.Unlock()
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	var failed error
+	for range rs {
+		if err := <-errs; err != nil && failed == nil {
+			failed = err
+			for _, e := range ends { // the other end ends too
+				e.r.Close()
+			}
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, r := range rs {
+		// The end's own count of what its kernel dropped, from its last block.
+		if intf, err := r.Interface(0); err == nil && intf.Statistics.LastUpdate != (time.Time{}) {
+			if err := ngw.WriteInterfaceStats(ids[i], intf.Statistics); err != nil && failed == nil {
+				failed = err
+			}
+		}
+	}
+	if err := ngw.Flush(); err != nil && failed == nil {
+		failed = err
+	}
+	return failed
+}
+
+// captureFlush is how long a packet of a merged capture may wait in the
+// buffer.
+const captureFlush = 100 * time.Millisecond
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }

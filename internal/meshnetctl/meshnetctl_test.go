@@ -213,24 +213,30 @@ func TestConverged(t *testing.T) {
 }
 
 // TestRuntimeNote: a runtime change says whether the controller takes it
-// back (the spec sets the field, or set it before) or the kernel keeps it.
+// back (a Topology at either end of the cable sets the state, or set it
+// before) or the kernel keeps it.
 func TestRuntimeNote(t *testing.T) {
-	down := v1beta1.LinkDown
+	up, down := v1beta1.LinkUp, v1beta1.LinkDown
 	const undo = "kubectl meshnet up r1 eth1 --runtime"
 	for _, tc := range []struct {
-		name    string
-		link    v1beta1.Link
-		managed []string
-		want    string
+		name     string
+		end, far specEnd
+		want     string
 	}{
-		{"spec sets it", v1beta1.Link{State: &down}, nil,
+		{"spec sets it", specEnd{link: &v1beta1.Link{State: &down}}, specEnd{},
 			"spec.links[2].state is down, which meshnet-controller puts back at its next pass over the pod (its --resync)"},
-		{"spec dropped it", v1beta1.Link{}, []string{"mtu", "state"},
+		{"far end sets it", specEnd{link: &v1beta1.Link{}}, specEnd{pod: "r2", link: &v1beta1.Link{State: &up}},
+			"spec.links[2].state is <unset> (up) and r2's end says up, so meshnet-controller puts the link back up at its next pass over either pod (its --resync)"},
+		{"either end down holds it down", specEnd{link: &v1beta1.Link{State: &up}}, specEnd{pod: "r2", link: &v1beta1.Link{State: &down}},
+			"spec.links[2].state is up and r2's end says down, so meshnet-controller puts the link back down at its next pass over either pod (its --resync)"},
+		{"spec dropped it", specEnd{link: &v1beta1.Link{}, managed: []string{"mtu", "state"}}, specEnd{},
 			"spec.links[2].state was dropped from the Topology, so meshnet-controller undoes it at its next pass over the pod (its --resync)"},
-		{"spec never had it", v1beta1.Link{}, []string{"netem"},
+		{"far end dropped it", specEnd{link: &v1beta1.Link{}}, specEnd{pod: "r2", link: &v1beta1.Link{}, managed: []string{"state"}},
+			"spec.links[2].state was dropped from the Topology, so meshnet-controller undoes it at its next pass over the pod (its --resync)"},
+		{"neither end has it", specEnd{link: &v1beta1.Link{}, managed: []string{"netem"}}, specEnd{pod: "r2", link: &v1beta1.Link{}},
 			"spec.links[2].state is not set, so the kernel keeps it until it is changed again (kubectl meshnet up r1 eth1 --runtime) or the pod restarts"},
 	} {
-		if got := runtimeNote(2, stateField(v1beta1.LinkDown), &tc.link, tc.managed, undo); got != tc.want {
+		if got := runtimeNote(2, stateField(v1beta1.LinkDown), tc.end, tc.far, undo); got != tc.want {
 			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
 		}
 	}

@@ -90,6 +90,8 @@ type Server struct {
 	ca      *dynamiccertificates.ConfigMapCAController
 	headers *headerrequest.RequestHeaderAuthRequestController
 	authn   authenticator.Request
+	// changes serves the runtime changes (newChanges).
+	changes http.Handler
 }
 
 // New returns a Server; Run follows the front proxy's settings.
@@ -107,6 +109,9 @@ func New(cfg Config) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, log: log, ca: ca, headers: h}
+	if s.changes, err = s.newChanges(); err != nil {
+		return nil, err
+	}
 	s.authn = headerrequest.NewDynamicVerifyOptionsSecure(ca.VerifyOptions,
 		headerrequest.StringSliceProviderFunc(h.AllowedClientNames),
 		headerrequest.StringSliceProviderFunc(h.UsernameHeaders), headerrequest.StringSliceProviderFunc(h.UIDHeaders),
@@ -172,9 +177,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /apis/"+relayapi.Group, s.discovery)
 	mux.HandleFunc("GET "+relayapi.GroupVersionPath, s.discovery)
 	mux.HandleFunc("GET "+relayapi.CapturePattern, s.capture)
-	changes := s.changes()
-	mux.Handle("PUT "+relayapi.ProxyPattern, changes)
-	mux.Handle("DELETE "+relayapi.ProxyPattern, changes)
+	mux.Handle("PUT "+relayapi.ProxyPattern, s.changes)
+	mux.Handle("DELETE "+relayapi.ProxyPattern, s.changes)
 	mux.HandleFunc("GET "+relayapi.GroupVersionPath+"/namespaces/{namespace}/"+relayapi.LinksResource, s.links)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, &apierrors.StatusError{ErrStatus: metav1.Status{Code: http.StatusNotFound, Reason: metav1.StatusReasonNotFound,
@@ -230,15 +234,9 @@ func (s *Server) capture(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, log, apierrors.NewBadRequest(err.Error()))
 		return
 	}
-	// The right to capture a link is the right to change it: the rule
-	// meshnetd applies to its own callers, applied to the user.
-	access, ok := linkserver.Policy(false)[meshnetv1.LinkService_CaptureLink_FullMethodName]
-	if !ok {
-		s.refuse(w, log, apierrors.NewInternalError(errors.New("CaptureLink is not in meshnetd's access policy")))
-		return
-	}
-	if err := s.cfg.Checker.Authorize(r.Context(), user, access, ns); err != nil {
-		s.refuse(w, log, fromGRPC(err))
+	// The right to capture a link is the right to change it.
+	if err := s.authorize(r.Context(), user, meshnetv1.LinkService_CaptureLink_FullMethodName, ns); err != nil {
+		s.refuse(w, log, err)
 		return
 	}
 	conn, node, err := s.podDaemon(r.Context(), ns, name)
@@ -256,6 +254,20 @@ func (s *Server) capture(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	defer func() { log.Info("capture ended", "took", time.Since(start).Round(time.Millisecond)) }()
 	gateway.WriteCapture(w, stream, func(err error) { s.refuse(w, log, fromDaemon(err)) })
+}
+
+// authorize decides whether user may make method on the pods of namespace
+// ns by the rule meshnetd applies to its own callers of method, applied to
+// the user; the refusal is the API's status.
+func (s *Server) authorize(ctx context.Context, user authnv1.UserInfo, method, ns string) error {
+	access, ok := linkserver.Policy(false)[method]
+	if !ok {
+		return apierrors.NewInternalError(fmt.Errorf("%s is not in meshnetd's access policy", method))
+	}
+	if err := s.cfg.Checker.Authorize(ctx, user, access, ns); err != nil {
+		return fromGRPC(err)
+	}
+	return nil
 }
 
 // podDaemon is the connection to the meshnetd of pod ns/name's node, and
@@ -317,11 +329,9 @@ func (s *Server) links(w http.ResponseWriter, r *http.Request) {
 	}
 	log = log.With("user", user.Username)
 	q := withoutTimeout(r.URL.Query())
-	for k := range q {
-		if k != relayapi.PodParam && k != relayapi.WatchParam {
-			s.refuse(w, log, apierrors.NewBadRequest(fmt.Sprintf("%s: unknown query parameter (known: %s, %s)", k, relayapi.PodParam, relayapi.WatchParam)))
-			return
-		}
+	if err := gateway.KnownParams(q, relayapi.PodParam, relayapi.WatchParam); err != nil {
+		s.refuse(w, log, apierrors.NewBadRequest(err.Error()))
+		return
 	}
 	pod := q.Get(relayapi.PodParam)
 	watch := watchParam(q)

@@ -245,6 +245,12 @@ func TestClusterRelay(t *testing.T) {
 			code: http.StatusBadRequest, contains: "dryRun: unknown query parameter"},
 		{name: "ChangeOfPodOnNoNode", client: proxy, user: "editor", path: relayapi.ProxyPath("lab", "pending", "links/eth1/state"), method: http.MethodPut,
 			body: `{"state":"LINK_STATE_DOWN"}`, code: http.StatusConflict, contains: "on no node yet"},
+		{name: "ChangeTooLarge", client: proxy, user: "editor", path: relayapi.ProxyPath("lab", "r1", "routes"), method: http.MethodPut,
+			body: `{"routes":[` + strings.Repeat(`{"dst":"192.0.2.0/24","gw":"10.0.0.2"},`, 2000) + `{"dst":"192.0.2.0/24"}]}`,
+			code: http.StatusBadRequest, contains: "too large"},
+		// A user who may not change the links has nothing of theirs read.
+		{name: "ViewerMayNotSendMuch", client: proxy, user: "viewer", path: state, method: http.MethodPut, body: strings.Repeat(" ", 1<<20),
+			code: http.StatusForbidden, contains: "viewer may not patch"},
 		{name: "ChangeWithoutClientCertificate", client: ts.Client(), user: "editor", path: state, method: http.MethodPut, body: `{"state":"LINK_STATE_DOWN"}`,
 			code: http.StatusUnauthorized, contains: "front proxy"},
 	}...)
