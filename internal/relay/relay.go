@@ -2,13 +2,14 @@
 // path from the Kubernetes API server to the pods' nodes. The API server
 // authenticates a user (client certificate, token or exec plugin, whatever
 // their kubeconfig holds), authorizes the request on the aggregated API's
-// resources (get on pods/proxy for a capture, list and watch on links, in
+// resources (get on pods/proxy for a capture, update and delete on it for
+// a runtime change of a link, list and watch on links, in
 // meshnet.networkop.co.uk), and proxies it here with the user's identity
 // in request headers, as it proxies kubectl top to metrics-server. The
 // relay trusts those headers only from a client certificate of the API
 // server's front proxy, authorizes the user against the namespace's
-// Topologies (a capture with the very rule meshnetd applies to its own
-// callers: patch), and relays the call to the meshnetd of the pod's node,
+// Topologies (a capture or a change with the very rule meshnetd applies
+// to its own callers: patch), and relays the call to the meshnetd of the pod's node,
 // or of every node of the namespace's pods. So the user never needs the node addresses, nor a
 // token of meshnet's.
 package relay
