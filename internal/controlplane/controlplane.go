@@ -130,8 +130,9 @@ func StartWith(assets string, opts Options) (_ *ControlPlane, err error) {
 		// At teardown the nodes go first, and the API server may still be
 		// proxying to aggregated APIs on their pods: it drains such
 		// requests for up to its request timeout (60s), past envtest's
-		// default of 20s to stop.
-		api.StopTimeout = 90 * time.Second
+		// default of 20s to stop. (The Environment's timeout, which its
+		// Start sets on the API server, over any set there.)
+		env.ControlPlaneStopTimeout = 90 * time.Second
 		api.SecureServing.ListenAddr = envtest.ListenAddr{Address: opts.Address.String()}
 		if opts.Port != 0 {
 			api.SecureServing.ListenAddr.Port = strconv.Itoa(opts.Port)
