@@ -79,7 +79,7 @@ func desiredState(topo *v1beta1.Topology, pod *corev1.Pod, peers map[string]*v1b
 				state = v1beta1.LinkDown
 				d.heldDown[l.UID] = l.PeerPod
 			}
-			spec.State = linkStateToProto(state).Enum()
+			spec.State = state.Proto().Enum()
 			managed = append(managed, managedState)
 		case slices.Contains(before[l.UID], managedState) && !held:
 			// Left to the peer when it holds the link down: its apply
@@ -176,11 +176,4 @@ func heldByPeer(pod string, l v1beta1.Link, pl *v1beta1.Link) bool {
 		return false
 	}
 	return pl != nil && pl.PeerPod == pod && pl.State != nil && *pl.State == v1beta1.LinkDown
-}
-
-func linkStateToProto(s v1beta1.LinkState) meshnetv1.LinkState {
-	if s == v1beta1.LinkDown {
-		return meshnetv1.LinkState_LINK_STATE_DOWN
-	}
-	return meshnetv1.LinkState_LINK_STATE_UP
 }

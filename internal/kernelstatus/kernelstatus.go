@@ -16,10 +16,7 @@ func Fill(ls *v1beta1.LinkStatus, k *meshnetv1.LinkStatus) {
 	if n := k.GetNode(); n != "" {
 		ls.Node = n
 	}
-	ls.State = v1beta1.LinkUp
-	if k.GetAdminState() == meshnetv1.LinkState_LINK_STATE_DOWN {
-		ls.State = v1beta1.LinkDown
-	}
+	ls.State = v1beta1.LinkStateOf(k.GetAdminState())
 	ls.Carrier = k.GetCarrier()
 	ls.MTU = int32(k.GetMtu())
 	s, _ := netemconv.FromProto(k.GetNetem()) // the kernel's: converted even where a spec would be refused

@@ -161,9 +161,9 @@ func (o *options) captureBoth(ctx context.Context, w io.Writer, pod, intf string
 	if err != nil {
 		return 0, err
 	}
-	i := linkIndex(t, intf)
-	if i < 0 {
-		return 0, fmt.Errorf("interface %q: pod %s has no link on it (its links: %s)", intf, pod, intfs(t))
+	i, err := linkIndex(t, intf)
+	if err != nil {
+		return 0, err
 	}
 	l := t.Spec.Links[i]
 	switch {

@@ -111,16 +111,12 @@ func newStateCommand(o *options, state v1beta1.LinkState) *cobra.Command {
 			}
 			f := stateField(state)
 			if runtime {
-				kernel := meshnetv1.LinkState_LINK_STATE_UP
-				if state == v1beta1.LinkDown {
-					kernel = meshnetv1.LinkState_LINK_STATE_DOWN
-				}
 				other := v1beta1.LinkUp
 				if state == v1beta1.LinkUp {
 					other = v1beta1.LinkDown
 				}
 				return o.runtimeChange(cmd.Context(), cmd.OutOrStdout(), args[0], args[1], f, string(state), runtimeCall{
-					method: http.MethodPut, tail: "state", body: &meshnetv1.SetLinkStateRequest{State: kernel},
+					method: http.MethodPut, tail: "state", body: &meshnetv1.SetLinkStateRequest{State: state.Proto()},
 					undo: fmt.Sprintf("kubectl meshnet %s %s %s --runtime", other, args[0], args[1]),
 				})
 			}
@@ -347,8 +343,8 @@ func (o *options) changeLink(ctx context.Context, w io.Writer, pod, intf string,
 		if t, err = o.topology(ctx, pod); err != nil {
 			return err
 		}
-		if index = linkIndex(t, intf); index < 0 {
-			return fmt.Errorf("interface %q: pod %s has no link on it (its links: %s)", intf, pod, intfs(t))
+		if index, err = linkIndex(t, intf); err != nil {
+			return err
 		}
 		l := &t.Spec.Links[index]
 		before = f.spell(l)
@@ -485,9 +481,9 @@ func (o *options) runtimeChange(ctx context.Context, w io.Writer, pod, intf stri
 	if err != nil {
 		return err
 	}
-	index := linkIndex(t, intf)
-	if index < 0 {
-		return fmt.Errorf("interface %q: pod %s has no link on it (its links: %s)", intf, pod, intfs(t))
+	index, err := linkIndex(t, intf)
+	if err != nil {
+		return err
 	}
 	api, err := o.aggregated(o.rest.Timeout)
 	if err != nil {
@@ -525,13 +521,15 @@ func (o *options) runtimeChange(ctx context.Context, w io.Writer, pod, intf stri
 	return printLinks(w, []linkView{{Namespace: t.Namespace, Pod: t.Name, Peer: peerOf(t, &l), Spec: l, Status: ls}}, false, false)
 }
 
-func linkIndex(t *v1beta1.Topology, intf string) int {
+// linkIndex is the place in t's spec of its pod's link on intf; an error
+// names the pod's links when it has none there.
+func linkIndex(t *v1beta1.Topology, intf string) (int, error) {
 	for i := range t.Spec.Links {
 		if t.Spec.Links[i].LocalIntf == intf {
-			return i
+			return i, nil
 		}
 	}
-	return -1
+	return -1, fmt.Errorf("interface %q: pod %s has no link on it (its links: %s)", intf, t.Name, intfs(t))
 }
 
 func intfs(t *v1beta1.Topology) string {
