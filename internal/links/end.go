@@ -144,6 +144,11 @@ func ipNet(p netip.Prefix) *net.IPNet {
 	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), bits)}
 }
 
+// Configured reports whether an interface's address is one that someone
+// configured, not the fe80:: (or 169.254/16) address the kernel or a link-
+// local autoconfiguration gives it: what a link's status shows.
+func Configured(a netip.Addr) bool { return !a.IsLinkLocalUnicast() }
+
 func prefixOf(n *net.IPNet) (netip.Prefix, bool) {
 	if n == nil {
 		return netip.Prefix{}, false

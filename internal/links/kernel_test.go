@@ -226,7 +226,7 @@ func TestKernelVethAdminDownIsCablePull(t *testing.T) {
 	}
 	mustPing(t, a, "10.0.0.2")
 
-	down := SetAdminDown(a, "eth1")
+	down := SetAdminDown(a, nil, "eth1")
 	if err := down.Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestKernelVethAdminDownIsCablePull(t *testing.T) {
 	}
 	mustNotPing(t, b, "10.0.0.1")
 
-	if err := SetAdminUp(a, map[string]Saved{"eth1": saved}).Err(); err != nil {
+	if err := SetAdminUp(a, nil, map[string]Saved{"eth1": saved}).Err(); err != nil {
 		t.Fatal(err)
 	}
 	waitCarrier(t, a, "eth1", true)
@@ -326,7 +326,7 @@ func TestKernelVXLAN(t *testing.T) {
 
 	// VXLAN does not carry carrier: the remote end's down leaves the local
 	// end with carrier, so the remote must be taken down by its own node.
-	if err := SetAdminDown(p2, "eth1").Err(); err != nil {
+	if err := SetAdminDown(p2, nil, "eth1").Err(); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond)

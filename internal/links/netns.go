@@ -96,6 +96,17 @@ func retryDump[T any](dump func() ([]T, error)) ([]T, error) {
 	return res, err
 }
 
+// linkRef returns the named link for a change that addresses it by index
+// (up, down, an address): from known, a read of ns under the same lock,
+// without a request, or else as linkByName does. Only its name and index
+// are set when it comes from known.
+func (n *Netns) linkRef(known map[string]Interface, name string) (netlink.Link, error) {
+	if i, ok := known[name]; ok && i.Index > 0 {
+		return &netlink.Device{LinkAttrs: netlink.LinkAttrs{Name: name, Index: i.Index}}, nil
+	}
+	return n.linkByName(name)
+}
+
 // linkByName returns the named link, or nil when there is none.
 func (n *Netns) linkByName(name string) (netlink.Link, error) {
 	l, err := n.h.LinkByName(name)

@@ -125,6 +125,24 @@ func StaticRoutes(ns *Netns, dev string) ([]Route, error) {
 	return rs[dev], err
 }
 
+// StaticRoutesOf is StaticRoutes for every interface of known, a read of
+// ns (ReadAll), by interface name: one dump of ns's routes, where a call of
+// StaticRoutes per interface dumps them once per interface.
+func StaticRoutesOf(ns *Netns, known map[string]Interface) (map[string][]Route, error) {
+	devs := make(map[int]string, len(known))
+	for name, i := range known {
+		devs[i.Index] = name
+	}
+	return staticRoutes(ns, devs)
+}
+
+// isStatic reports whether a route of this protocol and type is one that
+// StaticRoutes reports: set by someone (ip route, meshnet), not by the
+// kernel (connected, local, multicast) or by router advertisements.
+func isStatic(protocol, typ uint8) bool {
+	return (protocol == unix.RTPROT_STATIC || protocol == unix.RTPROT_BOOT) && typ == unix.RTN_UNICAST
+}
+
 // staticRoutes is StaticRoutes for the interfaces of devs (name by index),
 // by name: one dump of ns's routes for one interface or many.
 func staticRoutes(ns *Netns, devs map[int]string) (map[string][]Route, error) {
@@ -143,7 +161,7 @@ func staticRoutes(ns *Netns, devs map[int]string) (map[string][]Route, error) {
 	out := map[string][]Route{}
 	for _, nr := range nrs {
 		dev, ok := devs[nr.LinkIndex]
-		if !ok || (nr.Protocol != unix.RTPROT_STATIC && nr.Protocol != unix.RTPROT_BOOT) || nr.Type != unix.RTN_UNICAST {
+		if !ok || !isStatic(uint8(nr.Protocol), uint8(nr.Type)) {
 			continue
 		}
 		dst, ok := prefixOf(nr.Dst)

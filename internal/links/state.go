@@ -93,12 +93,14 @@ func (r *AdminResult) fail(name string, err error) {
 // its node must take it down), and saves for each what the kernel flushes,
 // for SetAdminUp. The routes and addresses of all of them are read in one
 // dump each, so that taking N interfaces down costs O(N), not O(N²).
-func SetAdminDown(ns *Netns, names ...string) AdminResult {
+// known is ns as read earlier under the same lock (ReadAll), or nil: the
+// indexes it holds spare a lookup per interface.
+func SetAdminDown(ns *Netns, known map[string]Interface, names ...string) AdminResult {
 	r := AdminResult{Saved: map[string]Saved{}}
 	byIndex := map[int]string{}
 	found := map[string]netlink.Link{}
 	for _, name := range names {
-		l, err := ns.linkByName(name)
+		l, err := ns.linkRef(known, name)
 		switch {
 		case err != nil:
 			r.fail(name, fmt.Errorf("set down: %w", err))
@@ -152,11 +154,12 @@ func SetAdminDown(ns *Netns, names ...string) AdminResult {
 // SetAdminDown saved of it (the zero Saved restores nothing). It waits for
 // the kernel to act on the carrier of all of them at once, not one by one:
 // the kernel's link watch runs at most once a second for some kinds.
-func SetAdminUp(ns *Netns, saved map[string]Saved) AdminResult {
+// known is as for SetAdminDown.
+func SetAdminUp(ns *Netns, known map[string]Interface, saved map[string]Saved) AdminResult {
 	var r AdminResult
 	up := map[string]netlink.Link{}
 	for name := range saved {
-		l, err := ns.linkByName(name)
+		l, err := ns.linkRef(known, name)
 		switch {
 		case err != nil:
 			r.fail(name, fmt.Errorf("set up: %w", err))

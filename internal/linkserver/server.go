@@ -270,7 +270,7 @@ func changeAdmins(n *podNetns, st *podState, cur map[string]links.Interface, wan
 	}
 	failed = map[string]error{}
 	if len(down) > 0 {
-		r := links.SetAdminDown(n.links, down...)
+		r := links.SetAdminDown(n.links, cur, down...)
 		for intf, sv := range r.Saved {
 			st.Down[intf] = fromSaved(sv)
 			changed = append(changed, intf)
@@ -278,7 +278,7 @@ func changeAdmins(n *podNetns, st *podState, cur map[string]links.Interface, wan
 		maps.Copy(failed, r.Failed)
 	}
 	if len(up) > 0 {
-		r := links.SetAdminUp(n.links, up)
+		r := links.SetAdminUp(n.links, cur, up)
 		for intf := range up {
 			if err, bad := r.Failed[intf]; bad {
 				failed[intf] = err
@@ -807,8 +807,8 @@ func fillKernel(ls *meshnetv1.LinkStatus, k links.State) {
 	ls.Carrier = k.Carrier
 	ls.Mtu = uint32(k.MTU)
 	for _, a := range k.Addrs {
-		if a.Addr().IsLinkLocalUnicast() {
-			continue // the kernel's fe80::, not configured by anyone
+		if !links.Configured(a.Addr()) {
+			continue
 		}
 		ls.Addresses = append(ls.Addresses, a.String())
 	}
@@ -848,14 +848,14 @@ func routesIn(n *podNetns, st *podState, devs map[string]links.Interface) ([]*me
 	if len(st.Routes) == 0 {
 		return nil, nil
 	}
+	byDev, err := links.StaticRoutesOf(n.links, devs)
+	if err != nil {
+		return nil, err
+	}
 	var kernel []route
-	for dev := range devs {
+	for dev, rs := range byDev {
 		if dev == "lo" {
 			continue
-		}
-		rs, err := links.StaticRoutes(n.links, dev)
-		if err != nil {
-			return nil, err
 		}
 		for _, r := range rs {
 			kernel = append(kernel, fromLinksRoute(r))

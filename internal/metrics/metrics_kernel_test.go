@@ -107,7 +107,7 @@ func TestKernelLinkMetrics(t *testing.T) {
 		}
 	}
 
-	if err := links.SetAdminDown(r2, "eth1").Err(); err != nil {
+	if err := links.SetAdminDown(r2, nil, "eth1").Err(); err != nil {
 		t.Fatal(err)
 	}
 	if value(t, reg, "meshnet_link_admin_up", r2eth1) != 0 || value(t, reg, "meshnet_link_carrier", r1eth1) != 0 || value(t, reg, "meshnet_link_admin_up", r1eth1) != 1 {
