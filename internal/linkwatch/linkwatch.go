@@ -86,6 +86,11 @@ type pod struct {
 	// reports operstate, IPv6 address and route changes over a second or
 	// two) is read at most a fifth of the time, not back to back.
 	cost time.Duration
+	// touches counts the pod's Touches; covered is what it was when the
+	// last read began. A read covers every Touch before it began, so a
+	// queued read with nothing after that (the notifications of an
+	// ApplyPod's own changes, which its Refresh read) is skipped.
+	touches, covered uint64
 }
 
 // readSpacing is how many times its last read's cost a pod waits before
@@ -129,7 +134,7 @@ func (w *Watcher) Run(ctx context.Context) {
 				if quit {
 					return
 				}
-				if w.deferIfHeld(k) {
+				if w.readSince(k) || w.deferIfHeld(k) {
 					w.queue.Done(k)
 					continue
 				}
@@ -160,9 +165,19 @@ func (w *Watcher) Touch(k podstore.Key) {
 	w.mu.Lock()
 	if p := w.pods[k]; p != nil {
 		settle = max(settle, readSpacing*p.cost)
+		p.touches++
 	}
 	w.mu.Unlock()
 	w.queue.AddAfter(k, settle)
+}
+
+// readSince reports whether a read of the pod began after its last Touch:
+// that read covered it.
+func (w *Watcher) readSince(k podstore.Key) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	p := w.pods[k]
+	return p != nil && p.touches == p.covered
 }
 
 // Hold defers the pod's reads until release: a change in progress (an
@@ -221,12 +236,18 @@ func (w *Watcher) Refresh(k podstore.Key) (Snapshot, uint64, error) {
 		return Snapshot{}, w.forget(k), nil
 	}
 	w.subscribe(k, rec)
+	var touches uint64
+	w.mu.Lock()
+	if p := w.pods[k]; p != nil { // subscribe made it
+		touches = p.touches
+	}
+	w.mu.Unlock()
 	start := time.Now()
 	snap, err := w.cfg.Read(rec)
 	if err != nil {
 		return Snapshot{}, 0, err
 	}
-	return snap, w.publish(k, snap, time.Since(start)), nil
+	return snap, w.publish(k, snap, time.Since(start), touches), nil
 }
 
 // subscribe makes sure the pod's namespace is followed; a new sandbox
@@ -293,8 +314,8 @@ func (w *Watcher) forget(k podstore.Key) uint64 {
 }
 
 // publish sends the differences between snap and what was last sent of
-// the pod.
-func (w *Watcher) publish(k podstore.Key, snap Snapshot, cost time.Duration) uint64 {
+// the pod; the read began when the pod had had touches Touches.
+func (w *Watcher) publish(k podstore.Key, snap Snapshot, cost time.Duration, touches uint64) uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	p := w.pods[k]
@@ -302,7 +323,7 @@ func (w *Watcher) publish(k podstore.Key, snap Snapshot, cost time.Duration) uin
 		p = &pod{links: map[string]*meshnetv1.LinkStatus{}}
 		w.pods[k] = p
 	}
-	p.cost = cost
+	p.cost, p.covered = cost, max(p.covered, touches)
 	now := timestamppb.Now()
 	var evs []*meshnetv1.WatchLinksResponse
 	seen := map[string]bool{}

@@ -234,3 +234,53 @@ func TestReadSpacing(t *testing.T) {
 		t.Fatal("the pod was not read again after the notification")
 	}
 }
+
+// TestReadCoversEarlierNotifications: a read (an ApplyPod's Refresh) covers
+// the notifications before it began, so the reads they queued are skipped;
+// a notification after it still has the pod read.
+func TestReadCoversEarlierNotifications(t *testing.T) {
+	store, err := podstore.Open(filepath.Join(t.TempDir(), "pods"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads := make(chan time.Time, 10)
+	const settle = 50 * time.Millisecond
+	w := New(Config{Pods: store, Settle: settle, Read: func(podstore.Pod) (Snapshot, error) {
+		reads <- time.Now()
+		return Snapshot{Links: []*meshnetv1.LinkStatus{link("eth1", true, 0)}}, nil
+	}})
+	r1 := podstore.Key{Namespace: "lab", Name: "r1"}
+	if err := store.Put(podstore.Pod{Namespace: "lab", Name: "r1", Netns: "/nonexistent"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx)
+	quiet := func() int {
+		n := 0
+		for {
+			select {
+			case <-reads:
+				n++
+			case <-time.After(6 * settle):
+				return n
+			}
+		}
+	}
+	if quiet() == 0 {
+		t.Fatal("the pod was never read")
+	}
+
+	w.Touch(r1) // the kernel's notification of a change...
+	w.Touch(r1)
+	if _, _, err := w.Refresh(r1); err != nil { // ...which the change's own read covers
+		t.Fatal(err)
+	}
+	if n := quiet(); n != 1 {
+		t.Errorf("%d reads after two notifications and a read that began after them, want 1 (the read)", n)
+	}
+	w.Touch(r1)
+	if n := quiet(); n != 1 {
+		t.Errorf("%d reads after a notification that no read covered, want 1", n)
+	}
+}
