@@ -18,10 +18,11 @@ import (
 // iterations) or up in one SetAdminUp (odd ones) and reads the namespace
 // back once with ReadAll: the kernel work of one end of an edit of n links,
 // what meshnetd cannot do with less. cpu-ms/end is this process's
-// processor time (user and system) per end changed; meshnetd's
-// meshnetd-cpu-ms/link in BenchmarkKernelEditLinks counts two ends.
+// processor time (user and system) per end changed, down-cpu-ms/end and
+// up-cpu-ms/end that of each direction; meshnetd's meshnetd-cpu-ms/link in
+// BenchmarkKernelEditLinks counts two ends.
 func BenchmarkKernelAdminChangeWideNetns(b *testing.B) {
-	for _, n := range []int{64, 1024} {
+	for _, n := range []int{64, 1024, 4096} {
 		b.Run(fmt.Sprintf("ends=%d", n), func(b *testing.B) {
 			ns, err := OpenNetns(netnstest.New(b))
 			if err != nil {
@@ -44,18 +45,20 @@ func BenchmarkKernelAdminChangeWideNetns(b *testing.B) {
 			}
 			saved := map[string]Saved{}
 			pid := os.Getpid()
-			cpu0, err := proccpu.Of(pid)
-			if err != nil {
-				b.Fatal(err)
-			}
+			var spent [2]time.Duration // down, up
 			i := 0
 			for b.Loop() {
+				up := i%2 == 1
+				cpu0, err := proccpu.Of(pid)
+				if err != nil {
+					b.Fatal(err)
+				}
 				var r AdminResult
-				if i%2 == 0 {
+				if up {
+					r = SetAdminUp(ns, known, saved)
+				} else {
 					r = SetAdminDown(ns, known, names...)
 					saved = r.Saved
-				} else {
-					r = SetAdminUp(ns, known, saved)
 				}
 				if err := r.Err(); err != nil {
 					b.Fatal(err)
@@ -63,17 +66,22 @@ func BenchmarkKernelAdminChangeWideNetns(b *testing.B) {
 				if known, err = ReadAll(ns); err != nil {
 					b.Fatal(err)
 				}
-				up := i%2 == 1
+				cpu1, err := proccpu.Of(pid)
+				if err != nil {
+					b.Fatal(err)
+				}
+				spent[i%2] += cpu1 - cpu0
 				if bad := slices.IndexFunc(names, func(name string) bool { return known[name].AdminUp != up }); bad >= 0 {
 					b.Fatalf("%s after the change: %+v", names[bad], known[names[bad]].State)
 				}
 				i++
 			}
-			cpu1, err := proccpu.Of(pid)
-			if err != nil {
-				b.Fatal(err)
+			perEnd := func(d time.Duration, changes int) float64 {
+				return float64(d) / float64(time.Millisecond) / float64(max(changes, 1)*n)
 			}
-			b.ReportMetric(float64(cpu1-cpu0)/float64(time.Millisecond)/float64(b.N*n), "cpu-ms/end")
+			b.ReportMetric(perEnd(spent[0]+spent[1], i), "cpu-ms/end")
+			b.ReportMetric(perEnd(spent[0], (i+1)/2), "down-cpu-ms/end")
+			b.ReportMetric(perEnd(spent[1], i/2), "up-cpu-ms/end")
 		})
 	}
 }
