@@ -73,7 +73,7 @@ func run() error {
 	flag.StringVar(&caConfigMap, "ca-configmap", "meshnet-ca", "ConfigMap in --daemon-namespace where meshnetd's CA certificate is published (ca.crt), for meshnetd, grpcurl and curl")
 	flag.StringVar(&daemonAccount, "daemon-service-account", "meshnetd", "service account of meshnetd in --daemon-namespace: the only one whose certificate requests are signed")
 	flag.DurationVar(&r.Resync, "resync", 30*time.Second, "how often converged Topologies are re-applied, correcting drift")
-	flag.DurationVar(&r.CallTimeout, "call-timeout", 5*time.Second, "timeout of one ApplyPod call, plus 2ms for each link of the pod")
+	flag.DurationVar(&r.CallTimeout, "call-timeout", 5*time.Second, "timeout of one ApplyPod call, plus 10ms for each link of the pod")
 	flag.IntVar(&r.Workers, "workers", 200, "how many Topologies are reconciled at once; a pass mostly waits on meshnetd and the API server")
 	flag.BoolVar(&leaderElect, "leader-elect", true, "elect a leader so that only one replica acts")
 	flag.StringVar(&leaderNS, "leader-election-namespace", "meshnet", "namespace of the leader election Lease")

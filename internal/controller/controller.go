@@ -251,8 +251,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 }
 
 // PerLinkCallTimeout is what each link of a pod adds to its ApplyPod's
-// deadline: about ten times what meshnetd takes per link change.
-const PerLinkCallTimeout = 2 * time.Millisecond
+// deadline. The kernel's own cost of a link change grows with the pod's
+// size: taking an end down costs 0.2 ms of processor time in a namespace of
+// 1,024 interfaces and 1 ms in one of 4,096 (links'
+// BenchmarkKernelAdminChangeWideNetns), and an ApplyPod changes both ends
+// of a VXLAN link; 10 ms leaves room for a loaded node. 2 ms had every
+// retry of a 4,096-link down edit cancelled.
+const PerLinkCallTimeout = 10 * time.Millisecond
 
 // requeueAfter has the pass run again after d, or, when err is set, after
 // the work queue's backoff: controller-runtime ignores d with an error.

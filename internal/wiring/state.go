@@ -17,8 +17,9 @@ import (
 )
 
 // perEndTimeout is what each end adds to a SetRemoteStates call's
-// deadline: the deadline is sized to the work, not fixed per call.
-const perEndTimeout = 2 * time.Millisecond
+// deadline: the deadline is sized to the work, not fixed per call (see
+// controller.PerLinkCallTimeout for the figure).
+const perEndTimeout = 10 * time.Millisecond
 
 // SetRemoteStates sets the admin state of the peer's ends of links, VXLAN
 // links of pod k on this node, through the peer nodes' meshnetds: VXLAN
