@@ -89,6 +89,8 @@ type Wirer struct {
 
 	// recMu serialises read-modify-write of pod records.
 	recMu linklock.Locks
+	// records gathers the changes waiting for a pod's record (updateRecord).
+	records recordQueue
 
 	mu       sync.Mutex
 	deleting map[podstore.Key]bool
@@ -226,17 +228,75 @@ func (w *Wirer) peerClient(ip netip.Addr) (meshnetv1.PeerServiceClient, error) {
 // peerCallTimeout bounds one call to another node's meshnetd.
 const peerCallTimeout = 10 * time.Second
 
-// updateRecord changes a pod's record under its record lock; a pod with no
-// record is left alone.
+// updateRecord changes a pod's record under its record lock, and returns
+// once the record with the change is written; a pod with no record is left
+// alone. The changes that arrive while the record is being written are
+// applied and written together, in one Put (a group commit): a record is
+// written whole, and a peer node making the far ends of a pod's 4,096
+// VXLAN links, one call each, wrote its 4,096-link record 4,096 times.
 func (w *Wirer) updateRecord(k podstore.Key, change func(*podstore.Pod)) error {
-	defer w.recMu.Lock(linklock.Key{Namespace: k.Namespace, Pod: k.Name})()
-	p, ok := w.cfg.Store.Get(k)
-	if !ok {
-		return nil
+	b, leader := w.records.join(k, change)
+	if !leader {
+		<-b.done
+		return b.err
 	}
-	p.Links = append([]podstore.Link(nil), p.Links...)
-	change(&p)
-	return w.cfg.Store.Put(p)
+	unlock := w.recMu.Lock(linklock.Key{Namespace: k.Namespace, Pod: k.Name})
+	changes := w.records.take(k, b)
+	b.err = func() error {
+		p, ok := w.cfg.Store.Get(k)
+		if !ok {
+			return nil
+		}
+		p.Links = append([]podstore.Link(nil), p.Links...)
+		for _, c := range changes {
+			c(&p)
+		}
+		return w.cfg.Store.Put(p)
+	}()
+	unlock()
+	close(b.done)
+	return b.err
+}
+
+// recordQueue holds, per pod, the record changes that wait to be written.
+// The zero value is ready to use.
+type recordQueue struct {
+	mu      sync.Mutex
+	pending map[podstore.Key]*recordBatch
+}
+
+// recordBatch is changes written in one Put; done is closed once it is.
+type recordBatch struct {
+	changes []func(*podstore.Pod)
+	done    chan struct{}
+	err     error
+}
+
+// join adds change to the pod's waiting batch, or starts one; leader is
+// whether the caller started it and so writes it.
+func (q *recordQueue) join(k podstore.Key, change func(*podstore.Pod)) (b *recordBatch, leader bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if b = q.pending[k]; b == nil {
+		if q.pending == nil {
+			q.pending = map[podstore.Key]*recordBatch{}
+		}
+		b, leader = &recordBatch{done: make(chan struct{})}, true
+		q.pending[k] = b
+	}
+	b.changes = append(b.changes, change)
+	return b, leader
+}
+
+// take closes batch b to new changes, which start the next, and returns
+// its changes.
+func (q *recordQueue) take(k podstore.Key, b *recordBatch) []func(*podstore.Pod) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.pending[k] == b {
+		delete(q.pending, k)
+	}
+	return b.changes
 }
 
 // setLastErr records why wiring a link failed ("" when it did not), and
