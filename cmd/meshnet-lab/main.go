@@ -114,7 +114,7 @@ func down(args []string) error {
 	fs := flag.NewFlagSet("down", flag.ExitOnError)
 	dir := fs.String("dir", labctl.DefaultDir, "the lab's state directory")
 	_ = fs.Parse(args)
-	removed, err := labctl.Down(*dir, time.Minute)
+	removed, err := labctl.Down(*dir, labctl.StopTimeout)
 	for _, r := range removed {
 		fmt.Println("removed", r)
 	}

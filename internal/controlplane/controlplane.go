@@ -33,6 +33,12 @@ import (
 	"github.com/meshnet/meshnet/deploy/crd"
 )
 
+// StopTimeout is how long a real-node cluster's API server is given to stop.
+// At teardown the nodes go first, and the API server may still be proxying
+// to aggregated APIs on their pods: it drains such requests for up to its
+// request timeout (60s).
+const StopTimeout = 90 * time.Second
+
 // ControlPlane is a running kube-apiserver and etcd with meshnet's CRDs.
 type ControlPlane struct {
 	Env    *envtest.Environment
@@ -132,7 +138,7 @@ func StartWith(assets string, opts Options) (_ *ControlPlane, err error) {
 		// requests for up to its request timeout (60s), past envtest's
 		// default of 20s to stop. (The Environment's timeout, which its
 		// Start sets on the API server, over any set there.)
-		env.ControlPlaneStopTimeout = 90 * time.Second
+		env.ControlPlaneStopTimeout = StopTimeout
 		api.SecureServing.ListenAddr = envtest.ListenAddr{Address: opts.Address.String()}
 		if opts.Port != 0 {
 			api.SecureServing.ListenAddr.Port = strconv.Itoa(opts.Port)

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/meshnet/meshnet/internal/controlplane"
 	"github.com/meshnet/meshnet/internal/kubecluster"
 	"github.com/meshnet/meshnet/internal/lab"
 )
@@ -54,6 +55,11 @@ func Up(dir string, self string, args []string, within time.Duration) (string, e
 		}
 	}
 }
+
+// StopTimeout is how long Down waits for a running lab to stop before it
+// kills it: longer than the lab's own stop, which gives its API server
+// controlplane.StopTimeout.
+const StopTimeout = controlplane.StopTimeout + 30*time.Second
 
 // Down stops a running lab (it removes what it made) and then removes what
 // a crashed one left: namespaces, the host's interface, the state
