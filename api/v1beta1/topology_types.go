@@ -34,6 +34,15 @@ type TopologyList struct {
 	Items           []Topology `json:"items"`
 }
 
+// The CRD's bounds on a Topology's lists (the MaxItems markers below, which
+// cannot name a constant; deploy/crd's tests check they agree). Whatever
+// takes a pod's links or routes from elsewhere (a topology file, the gRPC
+// API) holds to the same.
+const (
+	MaxLinks  = 10000
+	MaxRoutes = 256
+)
+
 // TopologySpec is the desired wiring and runtime state of a pod's links.
 type TopologySpec struct {
 	// Links are the pod's point-to-point links, keyed by uid. Both ends of a

@@ -1,6 +1,10 @@
 package crd
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/meshnet/meshnet/api/v1beta1"
+)
 
 // TestCRDsHoldTopology checks the embedded set is the generated one and
 // leaves kustomization.yaml out.
@@ -11,5 +15,22 @@ func TestCRDsHoldTopology(t *testing.T) {
 	}
 	if len(crds) != 1 || crds[0].Name != "topologies.networkop.co.uk" || len(crds[0].Spec.Versions) == 0 {
 		t.Fatalf("embedded CRDs: %d, want topologies.networkop.co.uk with its versions", len(crds))
+	}
+}
+
+// TestCRDBoundsAreTheAPIs: the CRD's bounds on spec.links and spec.routes
+// are the constants the rest of meshnet holds to.
+func TestCRDBoundsAreTheAPIs(t *testing.T) {
+	crds, err := CRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range crds[0].Spec.Versions {
+		spec := v.Schema.OpenAPIV3Schema.Properties["spec"]
+		for field, want := range map[string]int64{"links": v1beta1.MaxLinks, "routes": v1beta1.MaxRoutes} {
+			if got := spec.Properties[field].MaxItems; got == nil || *got != want {
+				t.Errorf("%s: spec.%s maxItems %v, want v1beta1's %d", v.Name, field, got, want)
+			}
+		}
 	}
 }

@@ -21,11 +21,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"golang.org/x/sync/semaphore"
 	"golang.org/x/sync/singleflight"
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 )
 
 // Access is what a method needs. The zero value means open to anyone.
@@ -49,15 +52,41 @@ type Policy map[string]Access
 // as the API server's own webhook authenticator and authorizer caches do:
 // calls that miss the cache together share one review (a batch of edits
 // reaches every node's meshnetd at once, when the cache has expired).
+//
+// Anyone who reaches the port can present tokens, so a token the API server
+// never accepted costs a review only within NewTokenReviews a second: a
+// flood of made-up tokens is refused (ResourceExhausted) without a review,
+// and neither delays nor evicts the tokens already known to be valid, whose
+// reviews take their own lane.
 type Checker struct {
 	client kubernetes.Interface
 	ttl    time.Duration
 	flight singleflight.Group
+	// newTokens paces reviews of tokens not known to be valid; unverified
+	// bounds the calls with such a token whose requests are being read.
+	newTokens  *rate.Limiter
+	unverified *semaphore.Weighted
 
-	mu        sync.Mutex
-	cache     map[[32]byte]cached
-	decisions map[[32]byte]decision
+	mu sync.Mutex
+	// valid holds tokens the API server accepted, also once expired: their
+	// next review is not paced. rejected holds refused ones. Each is bounded
+	// on its own, so that refused tokens never push out valid ones.
+	valid, rejected map[[32]byte]cached
+	decisions       map[[32]byte]decision
 }
+
+// NewTokenReviews and NewTokenReviewBurst pace the TokenReviews of tokens
+// not known to be valid: far more than a cluster's callers bring new tokens
+// (each token is reviewed once per TTL), far less than a flood.
+const (
+	NewTokenReviews     rate.Limit = 10
+	NewTokenReviewBurst            = 20
+)
+
+// MaxUnverifiedCalls bounds the calls with a token not known to be valid
+// that TapHandle lets the transport read at once: each may carry a message
+// of up to meshnetv1.MaxMessageBytes before its token is reviewed.
+const MaxUnverifiedCalls = 8
 
 // decision is a cached SubjectAccessReview answer: nil when allowed.
 type decision struct {
@@ -71,26 +100,87 @@ type cached struct {
 	expires time.Time
 }
 
-// maxCached bounds the token cache; past it the cache starts over.
+// maxCached bounds each cache (valid tokens, refused tokens, decisions);
+// past it that cache starts over.
 const maxCached = 4096
 
 // NewChecker returns a Checker using client for reviews.
 func NewChecker(client kubernetes.Interface, ttl time.Duration) *Checker {
-	return &Checker{client: client, ttl: ttl, cache: map[[32]byte]cached{}, decisions: map[[32]byte]decision{}}
+	return &Checker{
+		client:     client,
+		ttl:        ttl,
+		newTokens:  rate.NewLimiter(NewTokenReviews, NewTokenReviewBurst),
+		unverified: semaphore.NewWeighted(MaxUnverifiedCalls),
+		valid:      map[[32]byte]cached{},
+		rejected:   map[[32]byte]cached{},
+		decisions:  map[[32]byte]decision{},
+	}
+}
+
+// errTooManyNewTokens refuses a token past the pace of new tokens' reviews.
+var errTooManyNewTokens = status.Error(codes.ResourceExhausted, "too many calls with tokens meshnet has not seen yet; retry in a second")
+
+// lookup tells what the cache knows of a token: its answer while fresh,
+// and whether it was ever found valid.
+func (c *Checker) lookup(key [32]byte, now time.Time) (e cached, fresh, known bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.valid[key]; ok {
+		return e, now.Before(e.expires), true
+	}
+	if e, ok := c.rejected[key]; ok && now.Before(e.expires) {
+		return e, true, false
+	}
+	return cached{}, false, false
+}
+
+// paced marks a context whose call took its turn among new tokens' reviews
+// before its request was read (TapHandle): Authenticate does not pace it
+// again, and calls done once the review is over.
+type paced struct{ done func() }
+
+type pacedKey struct{}
+
+// admit refuses, without a review and without waiting, a call whose token
+// is known to be refused, or is new and past the pace of reviews or the
+// bound of unverified calls; for the transport to call before it reads a
+// request. A new token's call holds its place among the unverified until
+// its token is reviewed or the call ends.
+func (c *Checker) admit(ctx context.Context, token string) (context.Context, error) {
+	e, fresh, known := c.lookup(sha256.Sum256([]byte(token)), time.Now())
+	switch {
+	case fresh:
+		return ctx, e.err
+	case known:
+		return ctx, nil
+	case !c.unverified.TryAcquire(1):
+		return ctx, errTooManyNewTokens
+	case !c.newTokens.Allow():
+		c.unverified.Release(1)
+		return ctx, errTooManyNewTokens
+	}
+	done := sync.OnceFunc(func() { c.unverified.Release(1) })
+	context.AfterFunc(ctx, done)
+	return context.WithValue(ctx, pacedKey{}, paced{done: done}), nil
 }
 
 // Authenticate returns the user a bearer token belongs to.
 func (c *Checker) Authenticate(ctx context.Context, token string) (authnv1.UserInfo, error) {
 	key := sha256.Sum256([]byte(token))
 	now := time.Now()
-	c.mu.Lock()
-	if e, ok := c.cache[key]; ok && now.Before(e.expires) {
-		c.mu.Unlock()
+	e, fresh, known := c.lookup(key, now)
+	if fresh {
 		return e.user, e.err
 	}
-	c.mu.Unlock()
 
+	p, tapped := ctx.Value(pacedKey{}).(paced)
+	if tapped {
+		defer p.done()
+	}
 	v, err, _ := c.flight.Do("token:"+string(key[:]), func() (any, error) {
+		if !known && !tapped && !c.newTokens.Allow() {
+			return nil, errTooManyNewTokens
+		}
 		ctx, cancel := sharedContext(ctx)
 		defer cancel()
 		review, err := c.client.AuthenticationV1().TokenReviews().Create(ctx,
@@ -105,17 +195,22 @@ func (c *Checker) Authenticate(ctx context.Context, token string) (authnv1.UserI
 			e.err = status.Error(codes.Unauthenticated, "token rejected by the API server")
 		}
 		c.mu.Lock()
-		if len(c.cache) >= maxCached {
-			c.cache = map[[32]byte]cached{}
+		cache := &c.valid
+		if e.err != nil {
+			cache = &c.rejected
+			delete(c.valid, key)
 		}
-		c.cache[key] = e
+		if len(*cache) >= maxCached {
+			*cache = map[[32]byte]cached{}
+		}
+		(*cache)[key] = e
 		c.mu.Unlock()
 		return e, nil
 	})
 	if err != nil {
 		return authnv1.UserInfo{}, err
 	}
-	e := v.(cached)
+	e = v.(cached)
 	return e.user, e.err
 }
 
@@ -280,12 +375,40 @@ func (c *Checker) check(ctx context.Context, policy Policy, method string, req a
 
 func bearerToken(ctx context.Context) (string, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
-	for _, v := range md.Get("authorization") {
+	return BearerToken(md.Get("authorization"))
+}
+
+// errNoToken refuses a call that needs a token and has none.
+var errNoToken = status.Error(codes.Unauthenticated, `this call needs "authorization: Bearer <token>" (a Kubernetes token, e.g. from kubectl create token)`)
+
+// BearerToken is the token of the first "Bearer" value among an
+// Authorization header's values.
+func BearerToken(values []string) (string, error) {
+	for _, v := range values {
 		if token, ok := strings.CutPrefix(v, "Bearer "); ok && token != "" {
 			return token, nil
 		}
 	}
-	return "", status.Error(codes.Unauthenticated, `this call needs "authorization: Bearer <token>" (a Kubernetes token, e.g. from kubectl create token)`)
+	return "", errNoToken
+}
+
+// TapHandle refuses a call before its request is read, when the policy
+// needs a token and the call has none or one known to be refused; a call
+// with a token not seen yet is read only within the pace of reviews and
+// MaxUnverifiedCalls at once. So callers without a valid token make
+// meshnetd hold at most MaxUnverifiedCalls requests, whatever they send.
+// The interceptors still decide every call that passes.
+func TapHandle(c *Checker, policy Policy) tap.ServerInHandle {
+	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		if a, ok := policy[info.FullMethodName]; !ok || (a.Verb == "" && !a.Authenticated) {
+			return ctx, nil // refused by the interceptors, or open
+		}
+		token, err := BearerToken(info.Header.Get("authorization"))
+		if err != nil {
+			return ctx, err
+		}
+		return c.admit(ctx, token)
+	}
 }
 
 // TokenFile sends the token in a file with every call, re-reading it so that

@@ -7,6 +7,12 @@
 // the primary CNI; a clean shutdown removes the chain again. With TLS on,
 // both TCP ports serve a certificate meshnet-controller signs for this node
 // (package pki), and calls to other nodes' daemons are TLS too.
+//
+// Anyone who reaches a node can call its TCP ports, so what a caller can
+// make meshnetd hold is bounded whoever it is (serverBounds, gateway.Bodies,
+// the long-lived calls' quota): connections, message and body sizes, the
+// time a body takes, calls per connection, and no request read before its
+// token is accepted or paced (auth.TapHandle).
 package daemon
 
 import (
@@ -30,11 +36,14 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
@@ -201,6 +210,44 @@ func (e serverErrors) Write(p []byte) (int, error) {
 // tokenReviewTTL is how long a reviewed token is trusted.
 const tokenReviewTTL = 30 * time.Second
 
+// Bounds of what a caller of meshnetd's TCP ports can make it hold, whoever
+// it is: meshnetd is privileged on every node, and a node whose meshnetd
+// falls over creates no topology pod until it is back.
+const (
+	// maxConns bounds each port's open connections; past it a new one
+	// waits in the listen backlog.
+	maxConns = 1024
+	// maxStreamsPerConn bounds a gRPC connection's concurrent calls.
+	maxStreamsPerConn = 128
+	// handshakeTimeout bounds a new connection's TLS and HTTP/2 handshake.
+	handshakeTimeout = 10 * time.Second
+	// idleTimeout closes a connection with no call for that long.
+	idleTimeout = 2 * time.Minute
+	// maxHeaderBytes bounds an HTTP request's headers (a token is 1 to 2 KiB).
+	maxHeaderBytes = 64 << 10
+	// bodiesInFlight bounds the REST bodies being read at once: one of the
+	// largest, or many of the usual (a few hundred bytes); bodyTimeout the
+	// time one takes to arrive.
+	bodiesInFlight = meshnetv1.MaxRESTBodyBytes
+	bodyTimeout    = 30 * time.Second
+)
+
+// serverBounds are the gRPC server's options that bound a caller's cost:
+// message size, concurrent calls and pings per connection, idle
+// connections, handshakes, and the token check before a request is read
+// (auth.TapHandle).
+func serverBounds(checker *auth.Checker, policy auth.Policy) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(meshnetv1.MaxMessageBytes),
+		grpc.MaxSendMsgSize(meshnetv1.MaxMessageBytes),
+		grpc.MaxConcurrentStreams(maxStreamsPerConn),
+		grpc.ConnectionTimeout(handshakeTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: idleTimeout}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.InTapHandle(auth.TapHandle(checker, policy)),
+	}
+}
+
 // Run serves until ctx ends, then stops cleanly and removes meshnet's
 // conflist.
 func Run(ctx context.Context, cfg Config) error {
@@ -366,9 +413,10 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.Log.Error("panic in a call", "node", cfg.NodeName, "method", method, "panic", p, "stack", string(debug.Stack()))
 		return status.Errorf(codes.Internal, "meshnetd of node %s failed on %s: %v", cfg.NodeName, method, p)
 	})
-	tcp := grpc.NewServer(append(serverOpts,
+	tcp := grpc.NewServer(append(append(serverOpts, serverBounds(checker, policy)...),
 		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(recovered), rpc.UnaryServerInterceptor(), auth.UnaryInterceptor(checker, policy)),
-		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(recovered), rpc.StreamServerInterceptor(), auth.StreamInterceptor(checker, policy)))...)
+		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(recovered), rpc.StreamServerInterceptor(), auth.StreamInterceptor(checker, policy),
+			newStreams(maxStreams, maxStreamsPerCaller).interceptor()))...)
 	meshnetv1.RegisterPeerServiceServer(tcp, wirer.PeerServer(linkSrv))
 	meshnetv1.RegisterLinkServiceServer(tcp, linkSrv)
 	meshnetv1.RegisterDataServiceServer(tcp, dataSrv)
@@ -393,9 +441,10 @@ func Run(ctx context.Context, cfg Config) error {
 		unixLis.Close()
 		return fmt.Errorf("listen on %s: %w", cfg.GRPCAddr, err)
 	}
-	var gwDial []grpc.DialOption
+	tcpLis = netutil.LimitListener(tcpLis, maxConns)
+	gwDial := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), daemonclient.MessageSizes()}
 	if gwTLS != nil {
-		gwDial = []grpc.DialOption{grpc.WithTransportCredentials(gwTLS)}
+		gwDial[0] = grpc.WithTransportCredentials(gwTLS)
 	}
 	gw, err := gateway.New(ctx, gateway.Config{
 		Endpoint:    loopback(tcpLis.Addr()),
@@ -404,6 +453,13 @@ func Run(ctx context.Context, cfg Config) error {
 		Gatherer:    registry,
 		Profiling:   cfg.Profiling,
 		Topology:    topoview.Handler(),
+		Bodies: &gateway.Bodies{
+			Max: meshnetv1.MaxRESTBodyBytes, InFlight: bodiesInFlight, Timeout: bodyTimeout,
+			Authenticate: func(ctx context.Context, token string) error {
+				_, err := checker.Authenticate(ctx, token)
+				return err
+			},
+		},
 	})
 	if err != nil {
 		unixLis.Close()
@@ -417,8 +473,11 @@ func Run(ctx context.Context, cfg Config) error {
 		tcpLis.Close()
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
-	httpSrv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second, TLSConfig: serverTLS,
-		ErrorLog: stdlog.New(serverErrors{log}, "", 0)}
+	httpLis = netutil.LimitListener(httpLis, maxConns)
+	// No ReadTimeout or WriteTimeout: watches and captures last as long as
+	// their callers want; a body has its own deadline (gateway.Bodies).
+	httpSrv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleTimeout,
+		MaxHeaderBytes: maxHeaderBytes, TLSConfig: serverTLS, ErrorLog: stdlog.New(serverErrors{log}, "", 0)}
 	serveHTTP := httpSrv.Serve
 	if serverTLS != nil {
 		serveHTTP = func(l net.Listener) error { return httpSrv.ServeTLS(l, "", "") }

@@ -61,7 +61,7 @@ type lab struct {
 	token  string
 }
 
-func newLab(t *testing.T) *lab {
+func newLab(t testing.TB) *lab {
 	t.Helper()
 	l := labnet.New(t, bins)
 	a := l.AddNode("node-a", "eth0")
@@ -80,7 +80,7 @@ func newLab(t *testing.T) *lab {
 
 // operatorToken is a token of a service account that may patch topologies
 // in ns, what LinkService's mutating calls require.
-func operatorToken(t *testing.T, l *labnet.Lab) string {
+func operatorToken(t testing.TB, l *labnet.Lab) string {
 	t.Helper()
 	ctx := context.Background()
 	const name = "operator"
@@ -110,13 +110,13 @@ func intruderToken(t *testing.T, l *labnet.Lab) string {
 	return tok.Status.Token
 }
 
-func topology(t *testing.T, l *labnet.Lab, name string, ls ...v1beta1.Link) {
+func topology(t testing.TB, l *labnet.Lab, name string, ls ...v1beta1.Link) {
 	t.Helper()
 	mustOK(t, l.Client.Create(context.Background(), &v1beta1.Topology{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1beta1.TopologySpec{Links: ls}}))
 }
 
-func cni(t *testing.T, p *labnet.Pod) {
+func cni(t testing.TB, p *labnet.Pod) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -125,7 +125,7 @@ func cni(t *testing.T, p *labnet.Pod) {
 	}
 }
 
-func mustOK(t *testing.T, err error) {
+func mustOK(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +134,7 @@ func mustOK(t *testing.T, err error) {
 
 // run runs a command in a network namespace, through nsenter as an
 // operator would, and returns its standard output.
-func run(t *testing.T, netnsPath, name string, args ...string) string {
+func run(t testing.TB, netnsPath, name string, args ...string) string {
 	t.Helper()
 	out, err := tryRun(netnsPath, name, args...)
 	if err != nil {
@@ -155,14 +155,14 @@ func tryRun(netnsPath, name string, args ...string) (string, error) {
 }
 
 // grpc runs grpcurl in node's namespace against its own meshnetd.
-func (l *lab) grpc(t *testing.T, n *labnet.Node, args ...string) string {
+func (l *lab) grpc(t testing.TB, n *labnet.Node, args ...string) string {
 	t.Helper()
 	full := append([]string{"-plaintext", "-max-time", "20"}, args[:len(args)-1]...)
 	full = append(full, fmt.Sprintf("%s:%d", n.IP, labnet.GRPCPort), args[len(args)-1])
 	return run(t, n.Netns, grpcurl, full...)
 }
 
-func (l *lab) setState(t *testing.T, n *labnet.Node, pod, state string) {
+func (l *lab) setState(t testing.TB, n *labnet.Node, pod, state string) {
 	t.Helper()
 	body := fmt.Sprintf(`{"namespace":%q,"pod":%q,"interface":"eth1","state":%q}`, ns, pod, state)
 	out := l.grpc(t, n, "-H", "authorization: Bearer "+l.token, "-d", body, "meshnet.v1.LinkService/SetLinkState")
@@ -180,7 +180,7 @@ func (l *lab) getLink(t *testing.T, n *labnet.Node, pod string) string {
 }
 
 // adminState is link.adminState of a SetLinkState or GetLink response.
-func adminState(t *testing.T, out string) string {
+func adminState(t testing.TB, out string) string {
 	t.Helper()
 	var resp struct {
 		Link struct {
@@ -222,7 +222,7 @@ func adminUp(t *testing.T, p *labnet.Pod) bool {
 	return false
 }
 
-func ping(t *testing.T, p *labnet.Pod, ip string) {
+func ping(t testing.TB, p *labnet.Pod, ip string) {
 	t.Helper()
 	var out string
 	var err error

@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 )
 
 // Pool dials each address once and reuses the connection. It is safe for
@@ -28,11 +30,18 @@ func NewPool(transport credentials.TransportCredentials, perRPC credentials.PerR
 	if transport == nil {
 		transport = insecure.NewCredentials()
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(transport)}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(transport), MessageSizes()}
 	if perRPC != nil {
 		opts = append(opts, grpc.WithPerRPCCredentials(perRPC))
 	}
 	return &Pool{opts: opts, conns: map[string]*grpc.ClientConn{}}
+}
+
+// MessageSizes lets a call carry the largest messages meshnet's API admits
+// (an ApplyPod or its answer for the largest Topology), past gRPC's default
+// of 4 MiB.
+func MessageSizes() grpc.DialOption {
+	return grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(meshnetv1.MaxMessageBytes), grpc.MaxCallSendMsgSize(meshnetv1.MaxMessageBytes))
 }
 
 // Conn returns the connection to addr (host:port).

@@ -11,6 +11,9 @@
 //	/metrics       Prometheus metrics
 //	/healthz       200 while the process serves HTTP
 //	/readyz        200 when the gRPC health service says SERVING, else 503
+//
+// With Config.Bodies, a request body is read only once its caller's token
+// is accepted, and within bounds of size, time and bytes in flight.
 package gateway
 
 import (
@@ -60,6 +63,9 @@ type Config struct {
 	// Topology is served on /topology/ (the topology page, which reads the
 	// REST data API of the same origin); nil serves none.
 	Topology http.Handler
+	// Bodies bounds the REST calls' request bodies; nil leaves them
+	// unbounded (a gateway behind another that bounds them).
+	Bodies *Bodies
 }
 
 // TopologyPath is where Config.Topology is served; a namespace's page is
@@ -121,7 +127,11 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	health := healthpb.NewHealthClient(conn)
 
 	mux := http.NewServeMux()
-	mux.Handle("/", gw)
+	var rest http.Handler = gw
+	if cfg.Bodies != nil {
+		rest = cfg.Bodies.guard(gw, gw, m)
+	}
+	mux.Handle("/", rest)
 	mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(doc)

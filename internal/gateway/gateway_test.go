@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -31,6 +32,7 @@ import (
 // tested here against a stand-in server (the kernel tier runs the real one).
 type stub struct {
 	meshnetv1.UnimplementedLinkServiceServer
+	calls *atomic.Int32
 }
 
 var codeOf = map[string]codes.Code{
@@ -48,6 +50,14 @@ func (stub) GetLink(ctx context.Context, req *meshnetv1.GetLinkRequest) (*meshne
 	}}, nil
 }
 
+// SetLinkState counts the calls that reached the server.
+func (s stub) SetLinkState(ctx context.Context, req *meshnetv1.SetLinkStateRequest) (*meshnetv1.SetLinkStateResponse, error) {
+	if s.calls != nil {
+		s.calls.Add(1)
+	}
+	return &meshnetv1.SetLinkStateResponse{}, nil
+}
+
 type fixture struct {
 	url    string
 	health *health.Server
@@ -56,8 +66,13 @@ type fixture struct {
 
 func start(t *testing.T, cfg gateway.Config) fixture {
 	t.Helper()
+	return startStub(t, cfg, stub{})
+}
+
+func startStub(t *testing.T, cfg gateway.Config, s stub) fixture {
+	t.Helper()
 	gs := grpc.NewServer()
-	meshnetv1.RegisterLinkServiceServer(gs, stub{})
+	meshnetv1.RegisterLinkServiceServer(gs, s)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

@@ -189,6 +189,18 @@ func (n *Node) signal(sig syscall.Signal) error {
 	return err
 }
 
+// PID is the process id of the node's meshnetd, 0 when it is not running:
+// for tests and benchmarks that read its memory and processor time from
+// /proc.
+func (n *Node) PID() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.meshnetd == nil || n.meshnetd.State() != nil {
+		return 0
+	}
+	return n.meshnetd.cmd.Process.Pid // nsenter execs meshnetd: one process
+}
+
 // Log is the node's meshnetd log so far, across restarts.
 func (n *Node) Log() string {
 	data, _ := os.ReadFile(n.LogFile)

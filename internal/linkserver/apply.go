@@ -72,6 +72,8 @@ func (s *Server) apply(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*me
 	if req.GetGeneration() < 0 {
 		v.add("generation", "%d is negative", req.GetGeneration())
 	}
+	v.most("links", len(req.GetLinks()), v1beta1.MaxLinks)
+	v.most("routes.routes", len(req.GetRoutes().GetRoutes()), v1beta1.MaxRoutes)
 	if err := v.err(); err != nil {
 		return nil, err
 	}

@@ -938,6 +938,7 @@ func (s *Server) SetRoutes(ctx context.Context, req *meshnetv1.SetRoutesRequest)
 	var v violations
 	v.namespace(req.GetNamespace())
 	v.pod("pod", req.GetPod())
+	v.most("routes", len(req.GetRoutes()), v1beta1.MaxRoutes)
 	if err := v.err(); err != nil {
 		return nil, err
 	}

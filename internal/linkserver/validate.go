@@ -73,6 +73,14 @@ func (v *violations) ifname(field, name string) {
 	}
 }
 
+// most refuses a list longer than the Topology CRD admits: meshnetd works
+// on no more than a Topology can ask of it.
+func (v *violations) most(field string, n, max int) {
+	if n > max {
+		v.add(field, "%d items; a Topology has at most %d", n, max)
+	}
+}
+
 func (v *violations) state(field string, s meshnetv1.LinkState) {
 	if s != meshnetv1.LinkState_LINK_STATE_UP && s != meshnetv1.LinkState_LINK_STATE_DOWN {
 		v.add(field, "%v is not LINK_STATE_UP or LINK_STATE_DOWN", s)

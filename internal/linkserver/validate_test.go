@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/links"
 	"github.com/meshnet/meshnet/internal/netem"
 )
@@ -141,5 +142,28 @@ func TestPolicyCoversLinkService(t *testing.T) {
 				t.Errorf("%s with reads open %v: %+v", name, readOpen, a)
 			}
 		}
+	}
+}
+
+// TestListsBoundedByTheCRD: ApplyPod and SetRoutes refuse more links or
+// routes than a Topology holds, naming the field, before they touch
+// anything (this server has no pods and no kernel).
+func TestListsBoundedByTheCRD(t *testing.T) {
+	s := &Server{}
+	apply := &meshnetv1.ApplyPodRequest{Namespace: "lab", Pod: "r1", Routes: &meshnetv1.RouteSet{}}
+	for range v1beta1.MaxLinks + 1 {
+		apply.Links = append(apply.Links, &meshnetv1.LinkSpec{Interface: "eth1"})
+	}
+	for range v1beta1.MaxRoutes + 1 {
+		apply.Routes.Routes = append(apply.Routes.Routes, &meshnetv1.Route{Dst: "192.0.2.0/24"})
+	}
+	_, err := s.ApplyPod(t.Context(), apply)
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "links: 10001 items; a Topology has at most 10000") ||
+		!strings.Contains(err.Error(), "routes.routes: 257 items; a Topology has at most 256") {
+		t.Errorf("ApplyPod of too many links and routes: %v", err)
+	}
+	_, err = s.SetRoutes(t.Context(), &meshnetv1.SetRoutesRequest{Namespace: "lab", Pod: "r1", Routes: apply.Routes.Routes})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "routes: 257 items") {
+		t.Errorf("SetRoutes of too many routes: %v", err)
 	}
 }

@@ -39,9 +39,6 @@ import (
 // at the other end gets a macvlan on it.
 const Localhost = v1beta1.PeerHost
 
-// MaxLinksPerPod is the Topology CRD's limit on spec.links.
-const MaxLinksPerPod = 1024
-
 // ignoredKeys are k8s-topo's top-level settings for its own pod creation
 // and etcd; meshnet does not use them, but a k8s-topo file may carry them.
 var ignoredKeys = []string{"ceos_image", "conf_dir", "delay", "etcd_host", "etcd_port", "nsm", "publish_base"}
@@ -402,8 +399,8 @@ func (p *parser) checkAcrossLinks() {
 				if _, ok := pods[e.Name]; !ok {
 					pods[e.Name] = at
 				}
-				if count[e.Name]++; count[e.Name] == MaxLinksPerPod+1 {
-					p.errorf("%s: %s has more than %d links", at, e.Name, MaxLinksPerPod)
+				if count[e.Name]++; count[e.Name] == v1beta1.MaxLinks+1 {
+					p.errorf("%s: %s has more than %d links (a Topology's most)", at, e.Name, v1beta1.MaxLinks)
 				}
 			default:
 				if first, ok := pods[e.Name]; ok {

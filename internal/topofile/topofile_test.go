@@ -265,12 +265,12 @@ links:
 func TestTooManyLinksOnOnePod(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("links:\n")
-	for i := range MaxLinksPerPod + 1 {
+	for i := range v1beta1.MaxLinks + 1 {
 		b.WriteString("  - endpoints: [\"hub:e" + strconv.Itoa(i) + "\", \"spoke" + strconv.Itoa(i) + ":e1\"]\n")
 	}
 	_, err := Parse([]byte(b.String()))
-	if err == nil || !strings.Contains(err.Error(), "links[1024].endpoints[0]: hub has more than 1024 links") {
-		t.Errorf("err = %v, want one naming links[1024] and the limit", err)
+	if err == nil || !strings.Contains(err.Error(), "links[10000].endpoints[0]: hub has more than 10000 links (a Topology's most)") {
+		t.Errorf("err = %v, want one naming links[10000] and the CRD's limit", err)
 	}
 }
 

@@ -27,8 +27,11 @@ import (
 // Subnet is the node network of a lab.
 var Subnet = lab.Subnet
 
-// GRPCPort is every emulated node's meshnetd port.
-const GRPCPort = lab.GRPCPort
+// GRPCPort and HTTPPort are every emulated node's meshnetd ports.
+const (
+	GRPCPort = lab.GRPCPort
+	HTTPPort = lab.HTTPPort
+)
 
 // Binaries are the programs a lab runs, built once by Main.
 type Binaries = lab.Binaries

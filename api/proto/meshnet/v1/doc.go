@@ -3,6 +3,6 @@
 // (meshnetd to meshnetd), LinkService (runtime link control) and DataService
 // (read-only data for Grafana).
 //
-// Everything but this file and the tests is generated from the .proto files
+// Everything but this file, limits.go and the tests is generated from the .proto files
 // beside it by hack/gen-proto.sh; edit the protos, not the Go.
 package meshnetv1

@@ -1,0 +1,220 @@
+//go:build kernel
+
+package daemon_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/internal/lab/labnet"
+)
+
+// vmKiB reads a Vm* field of /proc/<pid>/status, in KiB.
+func vmKiB(t testing.TB, pid int, field string) int {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			var kib int
+			fmt.Sscan(rest, &kib)
+			return kib
+		}
+	}
+	t.Fatalf("/proc/%d/status has no %s", pid, field)
+	return 0
+}
+
+// endless is a body of spaces that never ends.
+type endless struct{}
+
+func (endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = ' '
+	}
+	return len(p), nil
+}
+
+// flood is what TestKernelDaemonFlood and BenchmarkKernelDaemonFlood
+// measure: while callers without a valid token send rate requests a
+// second (REST and gRPC, each with a token never seen before) and 8 of
+// them keep 100 MB bodies going (announced and chunked), the operator
+// pulls r1's cable and puts it back through REST, again and again.
+type flood struct {
+	sent, refused atomic.Int64
+	changes       []time.Duration // of the operator's calls
+	failed        []string
+	peakKiB       int // node-a meshnetd's VmHWM after the flood
+}
+
+func runFlood(t testing.TB, l *lab, d time.Duration, perSecond int) *flood {
+	t.Helper()
+	pid := l.a.PID()
+	if pid == 0 {
+		t.Fatal("node-a's meshnetd is not running")
+	}
+	t.Logf("node-a meshnetd before the flood: VmRSS %d KiB, VmHWM %d KiB", vmKiB(t, pid, "VmRSS"), vmKiB(t, pid, "VmHWM"))
+	dial := func(ctx context.Context, _, addr string) (net.Conn, error) { return l.a.Dial(ctx, addr) }
+	web := &http.Client{Transport: &http.Transport{DialContext: dial, MaxIdleConnsPerHost: 64}, Timeout: 30 * time.Second}
+	base := fmt.Sprintf("http://%s:%d/v1/namespaces/%s/pods/r1/links/eth1/state", l.a.IP, labnet.HTTPPort, ns)
+	conn, err := grpc.NewClient(fmt.Sprintf("%s:%d", l.a.IP, labnet.GRPCPort), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return l.a.Dial(ctx, addr) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	links := meshnetv1.NewLinkServiceClient(conn)
+
+	f := &flood{}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	put := func(token string, body io.Reader, length int64) (int, error) {
+		req, err := http.NewRequestWithContext(ctx, "PUT", base, body)
+		if err != nil {
+			return 0, err
+		}
+		req.ContentLength = length
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := web.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	var wg sync.WaitGroup
+	var n atomic.Int64
+	garbage := func() string { return fmt.Sprintf("garbage-%d-%d", time.Now().UnixNano(), n.Add(1)) }
+	// Callers without a valid token, at perSecond.
+	limit := rate.NewLimiter(rate.Limit(perSecond), perSecond/10)
+	for w := range 32 {
+		wg.Go(func() {
+			for limit.Wait(ctx) == nil {
+				f.sent.Add(1)
+				if w%4 == 0 {
+					md := metadata.Pairs("authorization", "Bearer "+garbage())
+					_, err := links.SetLinkState(metadata.NewOutgoingContext(ctx, md),
+						&meshnetv1.SetLinkStateRequest{Namespace: ns, Pod: "r1", Interface: "eth1", State: meshnetv1.LinkState_LINK_STATE_DOWN})
+					if err != nil {
+						f.refused.Add(1)
+					}
+					continue
+				}
+				if code, err := put(garbage(), strings.NewReader(`{"state":"LINK_STATE_DOWN"}`), -1); err == nil && code != 200 {
+					f.refused.Add(1)
+				}
+			}
+		})
+	}
+	// 8 callers with 100 MB bodies, half announced, half chunked.
+	for w := range 8 {
+		wg.Go(func() {
+			length := int64(100 << 20)
+			if w%2 == 1 {
+				length = -1
+			}
+			for ctx.Err() == nil {
+				f.sent.Add(1)
+				if code, err := put(garbage(), io.LimitReader(endless{}, 100<<20), length); err == nil && code != 200 {
+					f.refused.Add(1)
+				}
+			}
+		})
+	}
+	// The operator, meanwhile.
+	for i := 0; ctx.Err() == nil; i++ {
+		state := []string{"LINK_STATE_DOWN", "LINK_STATE_UP"}[i%2]
+		start := time.Now()
+		req, _ := http.NewRequest("PUT", base, strings.NewReader(`{"state":"`+state+`"}`))
+		req.Header.Set("Authorization", "Bearer "+l.token)
+		resp, err := web.Do(req)
+		took := time.Since(start)
+		switch {
+		case err != nil:
+			f.failed = append(f.failed, fmt.Sprintf("%s after %v: %v", state, took, err))
+		default:
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				f.failed = append(f.failed, fmt.Sprintf("%s after %v: HTTP %d %s", state, took, resp.StatusCode, body))
+			}
+		}
+		f.changes = append(f.changes, took)
+		time.Sleep(100 * time.Millisecond)
+	}
+	wg.Wait()
+	if got := l.a.PID(); got != pid {
+		t.Fatalf("node-a's meshnetd restarted during the flood (pid %d, now %d)\n%s", pid, got, l.a.Log())
+	}
+	f.peakKiB = vmKiB(t, pid, "VmHWM")
+	// The last change the operator asked for is the kernel's.
+	if len(f.changes)%2 == 1 {
+		l.setState(t, l.a, "r1", "LINK_STATE_UP")
+	}
+	return f
+}
+
+func (f *flood) p(q float64) time.Duration {
+	s := slices.Clone(f.changes)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
+
+// TestKernelDaemonFlood: a flood of callers without a valid token (REST
+// and gRPC, new tokens each time, 100 MB bodies announced and chunked)
+// neither restarts meshnetd nor takes its memory past 128 MiB, and the
+// operator's cable pulls during it all succeed; after it the link is as
+// the operator left it.
+func TestKernelDaemonFlood(t *testing.T) {
+	l := newLab(t)
+	f := runFlood(t, l, 8*time.Second, 1000)
+	t.Logf("flood: %d requests sent, %d refused; operator: %d changes, p50 %v, p99 %v; meshnetd VmHWM %d KiB",
+		f.sent.Load(), f.refused.Load(), len(f.changes), f.p(0.5), f.p(0.99), f.peakKiB)
+	if len(f.failed) > 0 {
+		t.Errorf("the operator's changes during the flood failed:\n%s", strings.Join(f.failed, "\n"))
+	}
+	if f.refused.Load() < f.sent.Load()/2 {
+		t.Errorf("only %d of %d flood requests were refused", f.refused.Load(), f.sent.Load())
+	}
+	if f.peakKiB > 128<<10 {
+		t.Errorf("meshnetd's VmHWM reached %d KiB during the flood, more than 128 MiB", f.peakKiB)
+	}
+	l.wantUp(t)
+}
+
+// BenchmarkKernelDaemonFlood is the issue's flood: 1,000 requests/s of
+// callers without a valid token for 30 s, 8 of them with 100 MB bodies;
+// it reports the operator's cable pulls' p50 and p99 during it and
+// meshnetd's peak memory.
+func BenchmarkKernelDaemonFlood(b *testing.B) {
+	for range b.N {
+		l := newLab(b)
+		f := runFlood(b, l, 30*time.Second, 1000)
+		b.ReportMetric(float64(f.sent.Load())/30, "flood-req/s")
+		b.ReportMetric(float64(f.p(0.5).Milliseconds()), "p50-ms")
+		b.ReportMetric(float64(f.p(0.99).Milliseconds()), "p99-ms")
+		b.ReportMetric(float64(f.peakKiB)/1024, "VmHWM-MiB")
+		if len(f.failed) > 0 {
+			b.Errorf("the operator's changes during the flood failed:\n%s", strings.Join(f.failed, "\n"))
+		}
+	}
+}
