@@ -167,6 +167,22 @@ func TestNodeMeshnetAsInstalled(t *testing.T) {
 	})
 	t.Run("MacvlanToTheNodeNIC", func(t *testing.T) {
 		ns := "macvlan"
+		// Without a cluster admin's consent the macvlan is refused at
+		// admission (deploy/admission), naming the link and the label.
+		if err := c.Namespace(context.Background(), ns); err != nil {
+			t.Fatal(err)
+		}
+		f := filepath.Join(t.TempDir(), "topology.yaml")
+		topology := macvlanRouter[:strings.Index(macvlanRouter, "- apiVersion: v1\n")] // the Topology alone
+		if err := os.WriteFile(f, []byte(topology), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		refusal, err := c.Kubectl(context.Background(), "-n", ns, "apply", "-f", f)
+		if err == nil || !strings.Contains(err.Error(), "spec.links[0]: a link to the node (peer_pod localhost, or link_options) needs namespace macvlan labelled meshnet.networkop.co.uk/host-links=allowed") {
+			t.Fatalf("a macvlan without the namespace's consent: %v\n%s\nwant refused by meshnet-host-links", err, refusal)
+		}
+		kubectl(t, c, "label", "namespace", ns, v1beta1.HostLinksLabel+"="+v1beta1.HostLinksAllowed)
+		kubectl(t, c, "annotate", "namespace", ns, v1beta1.HostInterfacesAnnotation+"="+kubecluster.NodeNIC)
 		applyManifest(t, c, ns, macvlanRouter)
 		waitRunning(t, c, ns, "r3")
 		waitLinkKind(t, c, ns, "r3", v1beta1.LinkKindMacvlan)

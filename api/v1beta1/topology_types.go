@@ -43,6 +43,22 @@ const (
 	MaxRoutes = 256
 )
 
+// A namespace's consent to links that touch the node, which only a cluster
+// admin gives (a namespace's editors cannot change its Namespace object);
+// the ValidatingAdmissionPolicy in deploy/admission enforces it. A macvlan
+// (peer_pod localhost) or a physical peer (link_options) needs the label
+// HostLinksLabel=HostLinksAllowed on the namespace; a macvlan's NIC must be
+// listed in HostInterfacesAnnotation, a physical peer's VTEP be within a
+// prefix of RemoteVTEPsAnnotation and its UDP port listed in
+// VXLANPortsAnnotation (4789 when absent). Each list is comma-separated.
+const (
+	HostLinksLabel           = "meshnet.networkop.co.uk/host-links"
+	HostLinksAllowed         = "allowed"
+	HostInterfacesAnnotation = "meshnet.networkop.co.uk/host-interfaces"
+	RemoteVTEPsAnnotation    = "meshnet.networkop.co.uk/remote-vteps"
+	VXLANPortsAnnotation     = "meshnet.networkop.co.uk/vxlan-ports"
+)
+
 // TopologySpec is the desired wiring and runtime state of a pod's links.
 type TopologySpec struct {
 	// Links are the pod's point-to-point links, keyed by uid. Both ends of a

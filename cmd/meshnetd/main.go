@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"k8s.io/klog/v2"
@@ -53,6 +55,8 @@ func run() error {
 	flag.StringVar(&cfg.CAConfigMap, "ca-configmap", "meshnet-ca", "ConfigMap in --daemon-namespace where meshnet-controller publishes the CA of meshnetd's certificates (ca.crt), with --tls")
 	flag.Float64Var(&qps, "kube-api-qps", 50, "requests per second to the API server")
 	flag.IntVar(&cfg.KubeBurst, "kube-api-burst", 100, "burst of requests to the API server")
+	macvlanParents := flag.String("macvlan-parents", os.Getenv("MACVLAN_PARENTS"), "comma-separated NICs of the node trusted as macvlan parents whatever their kind (a kind node's eth0 is a veth); others must not be a veth, a bridge or a bridge's port (default $MACVLAN_PARENTS)")
+	flag.Int64Var(&cfg.MemoryLimit, "memory-limit", envInt("MEMORY_LIMIT"), "the container's memory limit in bytes (default $MEMORY_LIMIT, which the DaemonSet sets from limits.memory); meshnetd's Go memory limit is 90% of it unless GOMEMLIMIT is set")
 	flag.BoolVar(&cfg.Profiling, "pprof", false, "serve net/http/pprof on the HTTP port, /debug/pprof/ (off by default)")
 	flag.StringVar(&logFormat, "log-format", "json", "log format: json or text")
 	flag.Parse()
@@ -70,6 +74,11 @@ func run() error {
 	// client-go's certificate manager logs through klog: the same lines.
 	klog.SetSlogLogger(cfg.Log)
 	cfg.KubeQPS = float32(qps)
+	for _, nic := range strings.Split(*macvlanParents, ",") {
+		if nic = strings.TrimSpace(nic); nic != "" {
+			cfg.MacvlanParents = append(cfg.MacvlanParents, nic)
+		}
+	}
 	ip, err := netip.ParseAddr(nodeIP)
 	if err != nil {
 		return fmt.Errorf("--node-ip %q: %w", nodeIP, err)
@@ -85,4 +94,9 @@ func envOr(key, fallback string) string {
 		return v
 	}
 	return fallback
+}
+
+func envInt(key string) int64 {
+	n, _ := strconv.ParseInt(os.Getenv(key), 10, 64)
+	return n
 }

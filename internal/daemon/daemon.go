@@ -83,6 +83,13 @@ type Config struct {
 	// NodeNetns is the node's network namespace; /proc/self/ns/net when
 	// empty (the daemon runs with hostNetwork).
 	NodeNetns string
+	// MacvlanParents are NICs trusted as macvlan parents whatever their
+	// kind (links.Macvlan.Trusted): a node whose NICs are veths.
+	MacvlanParents []string
+	// MemoryLimit is the container's memory limit in bytes (0: none);
+	// meshnetd's Go memory limit is set to 90% of it, so that the
+	// collector works harder before the kernel kills.
+	MemoryLimit int64
 	// Socket is the CNIService's unix socket, made mode 0600.
 	Socket string
 	// GRPCAddr is the TCP address of PeerService and the other services;
@@ -259,6 +266,10 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	log := cfg.Log.With("node", cfg.NodeName)
 	core.InitializeClock() // netem's time conversions need it
+	if cfg.MemoryLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(cfg.MemoryLimit / 10 * 9)
+		log.Info("Go memory limit set from the container's", "container_limit_bytes", cfg.MemoryLimit, "go_limit_bytes", debug.SetMemoryLimit(-1))
+	}
 	ctrllog.SetLogger(logr.FromSlogHandler(cfg.Log.Handler()))
 
 	_, portStr, err := net.SplitHostPort(cfg.GRPCAddr)
@@ -379,7 +390,7 @@ func Run(ctx context.Context, cfg Config) error {
 	locks := &linklock.Locks{}
 	var linkSrv *linkserver.Server // serves before any DEL reaches Forget
 	wirer, err := wiring.New(wiring.Config{
-		NodeName: cfg.NodeName, NodeIP: cfg.NodeIP, NodeNetns: cfg.NodeNetns, PeerPort: port, Peers: pool,
+		NodeName: cfg.NodeName, NodeIP: cfg.NodeIP, NodeNetns: cfg.NodeNetns, MacvlanParents: cfg.MacvlanParents, PeerPort: port, Peers: pool,
 		Store: store, Locks: locks, Topologies: topologies, Pods: nsReader, Client: kclient, Log: cfg.Log,
 		Forget:  func(k podstore.Key) error { return linkSrv.Forget(k) },
 		Changed: func(k podstore.Key) { linkSrv.Touch(k) },

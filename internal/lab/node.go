@@ -145,6 +145,9 @@ func (n *Node) Start() error {
 		"--state-dir", n.StateDir, "--cni-bin-dir", n.BinDir, "--cni-conf-dir", n.ConfDir,
 		"--cni-plugin", b.MeshnetCNI, "--kubeconfig", n.lab.nodeKubeconfig,
 		"--daemon-namespace", SystemNamespace, "--token-file", n.lab.tokenFile, "--log-format", "text",
+		// The lab's NICs are veths to its node network: trusted as an
+		// admin would trust a kind node's.
+		"--macvlan-parents", n.NIC,
 		fmt.Sprintf("--pprof=%t", n.lab.opts.Profiling))
 	if err != nil {
 		return err

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
@@ -63,6 +65,14 @@ func serveReal(ctx context.Context, cfg Config, f *topofile.File) (err error) {
 	if err != nil {
 		return err
 	}
+	nics, err := consentToHostLinks(ctx, c.Client, cfg.Namespace, topos)
+	if err != nil {
+		return err
+	}
+	if len(nics) > 0 {
+		log.Info("the lab's namespace allows macvlans on the nodes' NICs, as a cluster admin would allow them (deploy/admission/host-links.yaml)",
+			"namespace", cfg.Namespace, "label", v1beta1.HostLinksLabel+"="+v1beta1.HostLinksAllowed, "interfaces", strings.Join(nics, ","))
+	}
 	for i := range topos {
 		if err := c.Client.Create(ctx, &topos[i]); err != nil {
 			return fmt.Errorf("create Topology %s: %w", topos[i].Name, err)
@@ -94,6 +104,31 @@ func serveReal(ctx context.Context, cfg Config, f *topofile.File) (err error) {
 	log.Info("lab ready", "kubeconfig", c.Kubeconfig, "took", time.Since(start).Round(time.Millisecond))
 	<-ctx.Done()
 	return nil
+}
+
+// consentToHostLinks gives namespace ns, as a cluster admin would, the
+// consent its macvlans to the nodes' NICs need (v1beta1.HostLinksLabel and
+// the NICs they name), and returns those NICs; nothing when the
+// Topologies have none.
+func consentToHostLinks(ctx context.Context, c client.Client, ns string, topos []v1beta1.Topology) ([]string, error) {
+	var nics []string
+	for _, t := range topos {
+		for _, l := range t.Spec.Links {
+			if l.PeerPod == v1beta1.PeerHost && !slices.Contains(nics, l.PeerIntf) {
+				nics = append(nics, l.PeerIntf)
+			}
+		}
+	}
+	if len(nics) == 0 {
+		return nil, nil
+	}
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q},"annotations":{%q:%q}}}`,
+		v1beta1.HostLinksLabel, v1beta1.HostLinksAllowed, v1beta1.HostInterfacesAnnotation, strings.Join(nics, ","))
+	err := c.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, client.RawPatch(types.MergePatchType, []byte(patch)))
+	if err != nil {
+		return nil, fmt.Errorf("allow macvlans in namespace %s: %w", ns, err)
+	}
+	return nics, nil
 }
 
 // CAFileName is where a lab on real nodes keeps meshnetd's CA certificate,

@@ -101,6 +101,15 @@ func mustResult(t *testing.T, what string, got Result, err error, want Result) {
 	}
 }
 
+func mustLink(t *testing.T, ns *Netns, name string) netlink.Link {
+	t.Helper()
+	l, err := ns.h.LinkByName(name)
+	if err != nil {
+		t.Fatalf("%s in %s: %v", name, ns.Path(), err)
+	}
+	return l
+}
+
 func index(t *testing.T, ns *Netns, name string) int {
 	t.Helper()
 	l, err := ns.h.LinkByName(name)
@@ -406,6 +415,11 @@ func TestKernelMacvlan(t *testing.T) {
 	}
 
 	m := Macvlan{Node: node, Parent: "ens9", End: End{NS: pod, Name: "eth1", Addrs: []netip.Prefix{pfx("10.1.0.1/24")}}}
+	if _, err := EnsureMacvlan(m); err == nil || !strings.Contains(err.Error(), "parent ens9 is a veth") {
+		t.Fatalf("EnsureMacvlan on an untrusted veth: %v, want refused", err)
+	}
+	mustLinks(t, pod)
+	m.Trusted = []string{"ens9", "ens10"}
 	res, err := EnsureMacvlan(m)
 	mustResult(t, "first EnsureMacvlan", res, err, Created)
 	if s := mustState(t, pod, "eth1"); s.Kind != "macvlan" || s.MTU != 1500 || !s.Carrier {
@@ -436,6 +450,53 @@ func TestKernelMacvlan(t *testing.T) {
 	mustNotPing(t, pod, "10.1.0.254")
 }
 
+// TestKernelMacvlanParentsOfTheNodeOnly: a pod's host end, a bridge and a
+// bridge's port are refused as parents, naming what they are, and nothing
+// is made in the pod; a trusted name is taken.
+func TestKernelMacvlanParentsOfTheNodeOnly(t *testing.T) {
+	node, pod, other := newNS(t), newNS(t), newNS(t)
+	// Another pod's interface, as a primary CNI wires it: its host end in
+	// the node, the other end in the pod, and a second one on a bridge.
+	if _, err := EnsureVeth(Veth{A: End{NS: node, Name: "veth1a2b"}, B: End{NS: other, Name: "eth0"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := EnsureVeth(Veth{A: End{NS: node, Name: "veth3c4d"}, B: End{NS: other, Name: "eth9"}}); err != nil {
+		t.Fatal(err)
+	}
+	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "cni0"}}
+	if err := node.h.LinkAdd(br); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.h.LinkSetMasterByIndex(mustLink(t, node, "veth3c4d"), index(t, node, "cni0")); err != nil {
+		t.Fatal(err)
+	}
+	for parent, says := range map[string]string{
+		"veth1a2b": "parent veth1a2b is a veth (a pod's end or a cable to another namespace), not a NIC of the node",
+		"cni0":     "parent cni0 is a bridge (a pod network's)",
+		"veth3c4d": "parent veth3c4d is a veth",
+	} {
+		_, err := EnsureMacvlan(Macvlan{Node: node, Parent: parent, End: End{NS: pod, Name: "eth1"}})
+		if err == nil || !strings.Contains(err.Error(), says) {
+			t.Errorf("macvlan on %s: %v, want refused saying %q", parent, err, says)
+		}
+	}
+	// A port that is neither: a macvlan of the node's on a bridge.
+	port := &netlink.Macvlan{LinkAttrs: netlink.LinkAttrs{Name: "mv0", ParentIndex: index(t, node, "veth1a2b")}, Mode: netlink.MACVLAN_MODE_BRIDGE}
+	if err := node.h.LinkAdd(port); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.h.LinkSetMasterByIndex(mustLink(t, node, "mv0"), index(t, node, "cni0")); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckParent(mustLink(t, node, "mv0"), nil); err == nil || !strings.Contains(err.Error(), "parent mv0 is a port of a bridge or bond") {
+		t.Errorf("a bridge's port: %v, want refused", err)
+	}
+	mustLinks(t, pod)
+	if _, err := EnsureMacvlan(Macvlan{Node: node, Parent: "veth1a2b", Trusted: []string{"veth1a2b"}, End: End{NS: pod, Name: "eth1"}}); err != nil {
+		t.Fatalf("macvlan on a trusted parent: %v", err)
+	}
+}
+
 func TestKernelDeleteLeavesNothing(t *testing.T) {
 	n1, n2 := underlayNodes(t)
 	v, a, b := pairOfPods(t, 0)
@@ -449,7 +510,7 @@ func TestKernelDeleteLeavesNothing(t *testing.T) {
 	if _, err := EnsureVXLAN(VXLAN{Node: n2, VNI: 7, Remote: netip.MustParseAddr("192.168.50.1"), End: End{NS: p2, Name: "eth1"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := EnsureMacvlan(Macvlan{Node: n1, Parent: "eth0", End: End{NS: p1, Name: "eth2"}}); err != nil {
+	if _, err := EnsureMacvlan(Macvlan{Node: n1, Parent: "eth0", Trusted: []string{"eth0"}, End: End{NS: p1, Name: "eth2"}}); err != nil {
 		t.Fatal(err)
 	}
 	mustLinks(t, p1, "eth1", "eth2")

@@ -3,6 +3,7 @@ package links
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/vishvananda/netlink"
 )
@@ -13,7 +14,35 @@ import (
 type Macvlan struct {
 	Node   *Netns // the node's netns, which holds Parent
 	Parent string // the node's NIC
-	End    End
+	// Trusted are NICs a cluster admin allows as parents whatever their
+	// kind (meshnetd's --macvlan-parents), such as a kind node's eth0, a
+	// veth. Any other parent must be a NIC of the node's own (CheckParent).
+	Trusted []string
+	End     End
+}
+
+// CheckParent refuses a macvlan parent that is not a NIC of the node's
+// own, unless trusted names it: a veth (a pod's host end, or a cable to
+// another namespace), a bridge (a pod network's), or a port of a bridge or
+// bond. A macvlan there would put a pod on another pod's or the pod
+// network's wire, past NetworkPolicy.
+func CheckParent(parent netlink.Link, trusted []string) error {
+	a := parent.Attrs()
+	if slices.Contains(trusted, a.Name) {
+		return nil
+	}
+	var what string
+	switch {
+	case parent.Type() == "veth":
+		what = "a veth (a pod's end or a cable to another namespace)"
+	case parent.Type() == "bridge":
+		what = "a bridge (a pod network's)"
+	case a.MasterIndex != 0:
+		what = "a port of a bridge or bond"
+	default:
+		return nil
+	}
+	return fmt.Errorf("parent %s is %s, not a NIC of the node: meshnetd takes it only when its --macvlan-parents names it", a.Name, what)
 }
 
 func (m Macvlan) String() string { return fmt.Sprintf("macvlan %s on %s", m.End, m.Parent) }
@@ -42,6 +71,9 @@ func ensureMacvlan(m Macvlan) (Result, error) {
 	}
 	if parent == nil {
 		return 0, fmt.Errorf("no interface %s in node netns %s", m.Parent, m.Node.path)
+	}
+	if err := CheckParent(parent, m.Trusted); err != nil {
+		return 0, err
 	}
 	if m.End.MTU > parent.Attrs().MTU {
 		return 0, fmt.Errorf("mtu %d exceeds parent %s mtu %d", m.End.MTU, m.Parent, parent.Attrs().MTU)

@@ -115,7 +115,7 @@ func (w *Wirer) wireLink(ctx context.Context, p pod, l v1beta1.Link) (wired, err
 
 	case v1beta1.LinkKindMacvlan:
 		unlock := w.cfg.Locks.Lock(endKey(p.key, l.LocalIntf))
-		r, err := links.EnsureMacvlan(links.Macvlan{Node: w.node, Parent: l.PeerIntf, End: self})
+		r, err := links.EnsureMacvlan(links.Macvlan{Node: w.node, Parent: l.PeerIntf, Trusted: w.cfg.MacvlanParents, End: self})
 		unlock()
 		if err != nil {
 			return wired{}, fmt.Errorf("link %d: %w", l.UID, err)

@@ -47,6 +47,9 @@ type Config struct {
 	// NodeNetns is the node's network namespace (/proc/self/ns/net for a
 	// hostNetwork daemon).
 	NodeNetns string
+	// MacvlanParents are NICs of the node a cluster admin trusts as
+	// macvlan parents whatever their kind (links.Macvlan.Trusted).
+	MacvlanParents []string
 	// PeerPort is the gRPC port of every node's meshnetd.
 	PeerPort int
 	// Peers holds the connections to other nodes' meshnetd, which carry
