@@ -170,9 +170,16 @@ func checkDaemonSet(t *testing.T, m *manifests) *appsv1.DaemonSet {
 	}
 	env := map[string]string{}
 	for _, e := range c.Env {
-		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+		switch {
+		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil:
 			env[e.Name] = e.ValueFrom.FieldRef.FieldPath
+		case e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil:
+			env[e.Name] = e.ValueFrom.ResourceFieldRef.Resource
 		}
+	}
+	// meshnetd's Go memory limit follows the container's (its --memory-limit).
+	if env["MEMORY_LIMIT"] != "limits.memory" || c.Resources.Limits.Memory().IsZero() {
+		t.Errorf("meshnetd: MEMORY_LIMIT from %q with limit %v, want limits.memory, and a limit", env["MEMORY_LIMIT"], c.Resources.Limits.Memory())
 	}
 	if env["NODE_NAME"] != "spec.nodeName" || env["NODE_IP"] != "status.hostIP" {
 		t.Errorf("meshnetd: downward API env %v, want NODE_NAME=spec.nodeName NODE_IP=status.hostIP", env)
