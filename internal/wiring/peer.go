@@ -60,6 +60,17 @@ func (s peerServer) CreateRemoteEnd(ctx context.Context, req *meshnetv1.CreateRe
 	if remote == w.cfg.NodeIP {
 		return nil, status.Errorf(codes.InvalidArgument, "remote_vtep %s is this node's own IP", remote)
 	}
+	// The tunnel goes to the peer pod's node and nowhere else: a caller may
+	// not point this node's traffic at an address of its choosing.
+	peerNode, peerIP, err := w.peerNode(ctx, podstore.Key{Namespace: k.Namespace, Name: peer.GetName()})
+	switch {
+	case err != nil:
+		return nil, status.Errorf(codes.Unavailable, "pod %s: %v", k, err)
+	case !peerIP.IsValid():
+		return nil, status.Errorf(codes.FailedPrecondition, "vxlan.remote_vtep: pod %s's node is not known yet", peer.GetName())
+	case remote != peerIP:
+		return nil, status.Errorf(codes.InvalidArgument, "vxlan.remote_vtep: %s is not the address of node %s (%s), which hosts pod %s", remote, peerNode, peerIP, peer.GetName())
+	}
 	ns, err := links.OpenNetns(rec.Netns)
 	if err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "pod %s: %v", k, err)

@@ -84,6 +84,51 @@ func TestKernelPeerServiceNeedsAuthorisedToken(t *testing.T) {
 	onlyLo(t, r1)
 }
 
+// TestKernelPeerServiceTunnelsOnlyToThePeersNode: a daemon's own token
+// cannot have another node open a VXLAN end towards an address of its
+// choosing: the remote VTEP must be the node of the peer pod, and nothing
+// is made otherwise.
+func TestKernelPeerServiceTunnelsOnlyToThePeersNode(t *testing.T) {
+	lab := labnet.New(t, bins)
+	a := lab.AddNode("node-a", "eth0")
+	b := lab.AddNode("node-b", "eth0")
+	lab.Namespace("lab")
+	topology(t, lab, "lab", "r1", link(1, "r2", "eth1", "eth1", "10.0.1.1/30", ""))
+	r1 := lab.AddPod(a, "lab", "r1")
+	cni(t, r1, "ADD") // r2 does not exist yet: r1's end waits
+
+	token, err := os.ReadFile(lab.TokenFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(fmt.Sprintf("%s:%d", a.IP, labnet.GRPCPort),
+		grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithPerRPCCredentials(bearer(strings.TrimSpace(string(token)))),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return b.Dial(ctx, addr) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	create := func(vtep string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := meshnetv1.NewPeerServiceClient(conn).CreateRemoteEnd(ctx, &meshnetv1.CreateRemoteEndRequest{
+			End:   &meshnetv1.LinkEnd{Pod: &meshnetv1.PodRef{Namespace: "lab", Name: "r1"}, Interface: "eth1", Uid: 1},
+			Peer:  &meshnetv1.LinkEnd{Pod: &meshnetv1.PodRef{Namespace: "lab", Name: "r2"}, Interface: "eth1", Uid: 1},
+			Vxlan: &meshnetv1.Vxlan{Vni: links.VNI("lab", "r1", "r2", 1), LocalVtep: b.IP.String(), RemoteVtep: vtep},
+		})
+		return err
+	}
+	if err := create(b.IP.String()); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "pod r2's node is not known yet") {
+		t.Errorf("a far end for a peer pod that does not exist: %v, want FailedPrecondition", err)
+	}
+	lab.AddPod(b, "lab", "r2") // scheduled on node-b, not wired
+	err = create("192.0.2.99")
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), fmt.Sprintf("vxlan.remote_vtep: 192.0.2.99 is not the address of node node-b (%s), which hosts pod r2", b.IP)) {
+		t.Errorf("a far end towards an address of the caller's choosing: %v, want InvalidArgument naming vxlan.remote_vtep", err)
+	}
+	onlyLo(t, r1)
+}
+
 // TestKernelSetRemoteState: a daemon's token may take the far end of a
 // VXLAN link down and up again (a cable pull across nodes), and pings stop
 // and resume.
