@@ -411,7 +411,10 @@ func Run(ctx context.Context, cfg Config) error {
 	}})
 
 	policy := Policy(cfg.ReadOpen)
-	checker := auth.NewChecker(kube, tokenReviewTTL)
+	issuer := auth.NewIssuer(func(ctx context.Context, path string) ([]byte, error) {
+		return kube.Discovery().RESTClient().Get().AbsPath(path).DoRaw(ctx)
+	}, log)
+	checker := auth.NewChecker(kube, tokenReviewTTL).WithIssuer(issuer)
 	rpc := metrics.NewRPC()
 	serverOpts := []grpc.ServerOption{}
 	if serverTLS != nil {
