@@ -538,6 +538,23 @@ func TestClusterRBACLeastPrivilege(t *testing.T) {
 		}
 	}
 
+	// meshnetd tells the cluster's tokens from made-up ones with the
+	// service-account issuer's keys, which the API server's default
+	// binding (system:service-account-issuer-discovery) lets every
+	// ServiceAccount read.
+	for _, path := range []string{"/.well-known/openid-configuration", "/openid/v1/jwks"} {
+		sar := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+			User: "system:serviceaccount:" + namespace + ":meshnetd", Groups: []string{"system:serviceaccounts", "system:authenticated"},
+			NonResourceAttributes: &authzv1.NonResourceAttributes{Verb: "get", Path: path},
+		}}
+		if err := env.Client.Create(context.Background(), sar); err != nil {
+			t.Fatalf("subject access review: %v", err)
+		}
+		if !sar.Status.Allowed {
+			t.Errorf("meshnetd: get %s: refused (%s), want allowed", path, sar.Status.Reason)
+		}
+	}
+
 	// Aggregation to edit and view is done by kube-controller-manager,
 	// which envtest does not run: the labels are what can be checked.
 	for name, label := range map[string]string{
