@@ -41,7 +41,7 @@ func run() error {
 	flag.StringVar(&cfg.Socket, "socket", "/run/meshnet/cni.sock", "unix socket of the CNI service (mode 0600)")
 	flag.StringVar(&cfg.GRPCAddr, "grpc-addr", ":51111", "TCP address of the gRPC services; its port is every node's meshnetd port")
 	flag.StringVar(&cfg.HTTPAddr, "http-addr", ":51112", "TCP address of REST, /metrics, /healthz, /readyz and /openapi.json")
-	flag.BoolVar(&cfg.ReadOpen, "read-open", true, "serve read-only calls (GetLink, ListLinks, the data API) without a token")
+	flag.BoolVar(&cfg.ReadOpen, "read-open", false, "serve read-only calls (GetLink, ListLinks, WatchLinks, the data API, /metrics) without a token; off: a read needs a token allowed to list the namespace's Topologies, /metrics one allowed to get it")
 	flag.StringVar(&cfg.DaemonNamespace, "daemon-namespace", envOr("POD_NAMESPACE", "meshnet"), "namespace of meshnetd's Service (default $POD_NAMESPACE, else meshnet)")
 	flag.StringVar(&cfg.DaemonService, "daemon-service", "meshnetd", "name of meshnetd's Service, whose EndpointSlices find the other nodes' daemons")
 	flag.StringVar(&cfg.DaemonSet, "daemonset", "", "name of the DaemonSet running meshnetd: while it exists, stopping keeps the conflist (pods created meanwhile wait); empty: the conflist is removed on every stop")

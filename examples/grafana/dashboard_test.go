@@ -333,12 +333,13 @@ func TestPromQLNamesMeshnetdMetrics(t *testing.T) {
 type provisioning struct {
 	APIVersion  int `json:"apiVersion"`
 	Datasources []struct {
-		Name     string         `json:"name"`
-		UID      string         `json:"uid"`
-		Type     string         `json:"type"`
-		Access   string         `json:"access"`
-		URL      string         `json:"url"`
-		JSONData map[string]any `json:"jsonData"`
+		Name           string            `json:"name"`
+		UID            string            `json:"uid"`
+		Type           string            `json:"type"`
+		Access         string            `json:"access"`
+		URL            string            `json:"url"`
+		JSONData       map[string]any    `json:"jsonData"`
+		SecureJSONData map[string]string `json:"secureJsonData"`
 	} `json:"datasources"`
 }
 

@@ -268,6 +268,8 @@ const (
 	provKeyAccess      = "access"
 	provKeyURL         = "url"
 	provKeyJSONData    = "jsonData"
+	// secureJsonData: Grafana keeps it encrypted, never shown to viewers.
+	provKeySecureJSONData = "secureJsonData"
 	// pkg/services/datasources/models.go: DS_ACCESS_PROXY is "proxy"
 	// (Grafana's server makes the requests).
 	accessProxy = "proxy"
@@ -288,6 +290,11 @@ const (
 	// DoesAllowedHostsRequired needs no allowed hosts when that URL is set.
 	infJSONTimeout      = "timeoutInSeconds"
 	infJSONAllowedHosts = "allowedHosts"
+	// InfinitySettingsJson's auth_method ("bearerToken": an Authorization
+	// header with the secure bearerToken, InfinitySecureSettings).
+	infJSONAuthMethod    = "auth_method"
+	infAuthBearerToken   = "bearerToken"
+	infSecureBearerToken = "bearerToken"
 	// grafana/grafana packages/grafana-prometheus/src/types.ts PromOptions:
 	// timeInterval, the scrape interval (the floor of $__rate_interval).
 	promJSONTimeInterval = "timeInterval"
@@ -700,7 +707,7 @@ func TestNodeGraphFrameFields(t *testing.T) {
 
 // datasourceJSONData are the audited jsonData keys of each datasource type.
 var datasourceJSONData = map[string][]string{
-	infinityType:   {infJSONTimeout, infJSONAllowedHosts},
+	infinityType:   {infJSONTimeout, infJSONAllowedHosts, infJSONAuthMethod},
 	prometheusType: {promJSONTimeInterval},
 }
 
@@ -716,7 +723,13 @@ func TestProvisioningKeysAreAudited(t *testing.T) {
 	for i, rd := range rawList(raw[provKeyDatasources]) {
 		ds := p.Datasources[i]
 		where := fmt.Sprintf("%s datasource %s", datasourcesFile, ds.Name)
-		checkKeys(t, where, rd, provKeyName, provKeyUID, provKeyType, provKeyAccess, provKeyURL, provKeyJSONData)
+		checkKeys(t, where, rd, provKeyName, provKeyUID, provKeyType, provKeyAccess, provKeyURL, provKeyJSONData, provKeySecureJSONData)
+		if secure, ok := rawObject(rd)[provKeySecureJSONData]; ok {
+			checkKeys(t, where+" secureJsonData", secure, infSecureBearerToken)
+			if m := ds.JSONData[infJSONAuthMethod]; m != infAuthBearerToken {
+				t.Errorf("%s: a bearer token with auth_method %v, want %s", where, m, infAuthBearerToken)
+			}
+		}
 		keys, ok := datasourceJSONData[ds.Type]
 		if !ok {
 			t.Errorf("%s: type %q is no audited datasource plugin id", where, ds.Type)

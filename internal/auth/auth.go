@@ -11,6 +11,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -29,6 +30,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
+
+	"github.com/meshnet/meshnet/api/v1beta1"
 )
 
 // Access is what a method needs. The zero value means open to anyone.
@@ -40,6 +43,26 @@ type Access struct {
 	Namespace func(req any) string
 	// Authenticated requires a valid token even when Verb is empty.
 	Authenticated bool
+	// Path, when set, makes the review one of a non-resource URL (Verb on
+	// Path, as the API server's own /metrics is authorized), not of a
+	// resource.
+	Path string
+}
+
+// Topologies is what meshnet's calls on a namespace's pods need: verb on
+// topologies.networkop.co.uk in the namespace the request names (its
+// GetNamespace(); none asks for every namespace). Whoever may patch a pod's
+// Topology may change its running links; whoever may list a namespace's
+// Topologies may read them.
+func Topologies(verb string) Access {
+	return Access{Verb: verb, Group: v1beta1.GroupVersion.Group, Resource: "topologies", Namespace: requestNamespace}
+}
+
+func requestNamespace(req any) string {
+	if r, ok := req.(interface{ GetNamespace() string }); ok {
+		return r.GetNamespace()
+	}
+	return ""
 }
 
 // Policy maps full gRPC method names (/meshnet.v1.LinkService/SetNetem) to
@@ -297,8 +320,8 @@ func decisionKey(user authnv1.UserInfo, access Access, namespace string) ([32]by
 	data, err := json.Marshal(struct {
 		User                               authnv1.UserInfo
 		Verb, Group, Resource, Subresource string
-		Namespace                          string
-	}{user, access.Verb, access.Group, access.Resource, access.Subresource, namespace})
+		Namespace, Path                    string
+	}{user, access.Verb, access.Group, access.Resource, access.Subresource, namespace, access.Path})
 	return sha256.Sum256(data), err
 }
 
@@ -310,19 +333,40 @@ func (c *Checker) review(ctx context.Context, user authnv1.UserInfo, access Acce
 	}
 	sar := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
 		User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
-		ResourceAttributes: &authzv1.ResourceAttributes{
+	}}
+	if access.Path != "" {
+		sar.Spec.NonResourceAttributes = &authzv1.NonResourceAttributes{Verb: access.Verb, Path: access.Path}
+	} else {
+		sar.Spec.ResourceAttributes = &authzv1.ResourceAttributes{
 			Namespace: namespace, Verb: access.Verb, Group: access.Group,
 			Resource: access.Resource, Subresource: access.Subresource,
-		},
-	}}
+		}
+	}
 	res, err := c.client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
 	if err != nil {
 		return status.Errorf(codes.Unavailable, "subject access review: %v", err)
 	}
-	if !res.Status.Allowed {
-		return status.Errorf(codes.PermissionDenied, "%s may not %s %s in namespace %q", user.Username, access.Verb, access.resourceName(), namespace)
+	switch {
+	case res.Status.Allowed:
+		return nil
+	case access.Path != "":
+		return status.Errorf(codes.PermissionDenied, "%s may not %s %s", user.Username, access.Verb, access.Path)
 	}
-	return nil
+	return status.Errorf(codes.PermissionDenied, "%s may not %s %s in namespace %q", user.Username, access.Verb, access.resourceName(), namespace)
+}
+
+// HTTP authenticates an HTTP request's bearer token and authorizes access
+// for it: for the HTTP endpoints that are not gRPC calls (/metrics).
+func (c *Checker) HTTP(r *http.Request, access Access) error {
+	token, err := BearerToken(r.Header.Values("Authorization"))
+	if err != nil {
+		return err
+	}
+	user, err := c.Authenticate(r.Context(), token)
+	if err != nil {
+		return err
+	}
+	return c.Authorize(r.Context(), user, access, "")
 }
 
 func (a Access) resourceName() string {

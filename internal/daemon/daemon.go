@@ -97,8 +97,10 @@ type Config struct {
 	GRPCAddr string
 	// HTTPAddr serves REST, /metrics, /healthz, /readyz and /openapi.json.
 	HTTPAddr string
-	// ReadOpen leaves read-only calls (GetLink, ListLinks, DataService)
-	// open to callers without a token.
+	// ReadOpen leaves read-only calls (GetLink, ListLinks, WatchLinks,
+	// DataService, /metrics) open to callers without a token. Closed, a
+	// read needs a token allowed to list the namespace's Topologies, and
+	// /metrics one allowed to get it (a non-resource URL).
 	ReadOpen bool
 	// DaemonNamespace and DaemonService name meshnetd's own Service, whose
 	// EndpointSlices find the other nodes' daemons for the data API.
@@ -465,8 +467,16 @@ func Run(ctx context.Context, cfg Config) error {
 		DialOptions: gwDial,
 		Services:    []gateway.Register{meshnetv1.RegisterLinkServiceHandler, meshnetv1.RegisterDataServiceHandler},
 		Gatherer:    registry,
-		Profiling:   cfg.Profiling,
-		Topology:    topoview.Handler(),
+		// Every link of every namespace on the node is named there: read
+		// as the API server's own /metrics is, unless reads are open.
+		MetricsAccess: func(r *http.Request) error {
+			if cfg.ReadOpen {
+				return nil
+			}
+			return checker.HTTP(r, auth.Access{Verb: "get", Path: "/metrics"})
+		},
+		Profiling: cfg.Profiling,
+		Topology:  topoview.Handler(),
 		Bodies: &gateway.Bodies{
 			Max: meshnetv1.MaxRESTBodyBytes, InFlight: bodiesInFlight, Timeout: bodyTimeout,
 			Authenticate: func(ctx context.Context, token string) error {

@@ -74,15 +74,9 @@ func New(cfg Config) *Server {
 // when readOpen, else the caller must be allowed to list the namespace's
 // Topologies.
 func Policy(readOpen bool) auth.Policy {
-	a := auth.Access{}
-	if !readOpen {
-		a = auth.Access{Verb: "list", Group: v1beta1.GroupVersion.Group, Resource: "topologies",
-			Namespace: func(req any) string {
-				if r, ok := req.(interface{ GetNamespace() string }); ok {
-					return r.GetNamespace()
-				}
-				return ""
-			}}
+	a := auth.Topologies("list")
+	if readOpen {
+		a = auth.Access{}
 	}
 	return auth.Policy{
 		meshnetv1.DataService_ListTopologies_FullMethodName: a,
@@ -124,9 +118,11 @@ func (s *Server) ListTopologies(ctx context.Context, req *meshnetv1.ListTopologi
 	resp := &meshnetv1.ListTopologiesResponse{Topologies: make([]*structpb.Struct, 0, len(topos))}
 	for i := range topos {
 		t := &topos[i]
-		// A cache strips the type; managedFields are the server's bookkeeping.
+		// A cache strips the type; managedFields are the server's
+		// bookkeeping, annotations its users' (the last applied
+		// configuration among them): neither is the data API's to show.
 		t.APIVersion, t.Kind = v1beta1.GroupVersion.String(), "Topology"
-		t.ManagedFields = nil
+		t.ManagedFields, t.Annotations = nil, nil
 		st, err := toStruct(t)
 		if err != nil {
 			return nil, status.Errorf(codes.Internal, "topology %s/%s: %v", t.Namespace, t.Name, err)

@@ -53,6 +53,9 @@ type Config struct {
 	Marshaler runtime.Marshaler
 	// Gatherer is served on /metrics; nil serves no /metrics.
 	Gatherer prometheus.Gatherer
+	// MetricsAccess decides who may read /metrics (a gRPC status: 401,
+	// 403); nil lets anyone.
+	MetricsAccess func(*http.Request) error
 	// Profiling serves net/http/pprof on /debug/pprof/: off unless asked
 	// for, as it costs CPU when used and tells about the process.
 	Profiling bool
@@ -137,7 +140,16 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		w.Write(doc)
 	})
 	if cfg.Gatherer != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+		metrics := promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+			if cfg.MetricsAccess != nil {
+				if err := cfg.MetricsAccess(r); err != nil {
+					runtime.HTTPError(r.Context(), gw, m, w, r, err)
+					return
+				}
+			}
+			metrics.ServeHTTP(w, r)
+		})
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")

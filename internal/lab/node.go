@@ -148,6 +148,11 @@ func (n *Node) Start() error {
 		// The lab's NICs are veths to its node network: trusted as an
 		// admin would trust a kind node's.
 		"--macvlan-parents", n.NIC,
+		// A lab on one machine for one person: its reads (the guide's curl,
+		// the topology page, Grafana, /metrics) need no token. Installed
+		// from deploy/, meshnetd serves reads only to those who may list
+		// the namespace's Topologies.
+		"--read-open",
 		fmt.Sprintf("--pprof=%t", n.lab.opts.Profiling))
 	if err != nil {
 		return err

@@ -61,12 +61,21 @@ func TestNodeLabUpRunsItsGuideAndDownLeavesNothing(t *testing.T) {
 			t.Errorf("meshnetd answered plain HTTP with 200; want TLS only")
 		}
 	}
-	if code, body := httpGet(t, page); code != http.StatusOK || !strings.Contains(body, "topology.js") {
+	if code, body := httpGet(t, page, ""); code != http.StatusOK || !strings.Contains(body, "topology.js") {
 		t.Errorf("GET %s: %d %.200s, want the topology page", page, code, body)
 	}
+	// Reads are served to those who may list the namespace's Topologies,
+	// as installed: the guide's operator may, a caller without a token not.
 	graph := strings.Replace(page, gateway.TopologyPath+"?namespace=", "/v1/namespaces/", 1) + "/graph"
+	if code, body := httpGet(t, graph, ""); code != http.StatusUnauthorized {
+		t.Errorf("GET %s without a token: %d %.300s, want 401", graph, code, body)
+	}
+	token, err := exec.Command("kubectl", "--kubeconfig", filepath.Join(dir, "admin.kubeconfig"), "-n", "meshnet", "create", "token", "meshnet-operator").Output()
+	if err != nil {
+		t.Fatalf("kubectl create token meshnet-operator: %v", err)
+	}
 	var g struct{ Nodes, Edges []struct{ ID string } }
-	if code, body := httpGet(t, graph); code != http.StatusOK || json.Unmarshal([]byte(body), &g) != nil || len(g.Nodes) != 3 || len(g.Edges) != 2 {
+	if code, body := httpGet(t, graph, strings.TrimSpace(string(token))); code != http.StatusOK || json.Unmarshal([]byte(body), &g) != nil || len(g.Nodes) != 3 || len(g.Edges) != 2 {
 		t.Errorf("GET %s: %d %.300s, want line-3's 3 pods and 2 links", graph, code, body)
 	}
 
@@ -98,8 +107,9 @@ func TestNodeLabUpRunsItsGuideAndDownLeavesNothing(t *testing.T) {
 	}
 }
 
-// httpsGetter returns a GET that trusts the CA in caFile only.
-func httpsGetter(t *testing.T, caFile string) func(*testing.T, string) (int, string) {
+// httpsGetter returns a GET, with a bearer token unless empty, that trusts
+// the CA in caFile only.
+func httpsGetter(t *testing.T, caFile string) func(*testing.T, string, string) (int, string) {
 	t.Helper()
 	ca, err := os.ReadFile(caFile)
 	if err != nil {
@@ -110,12 +120,19 @@ func httpsGetter(t *testing.T, caFile string) func(*testing.T, string) (int, str
 		t.Fatalf("%s holds no certificate", caFile)
 	}
 	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
-	return func(t *testing.T, url string) (int, string) { return get(t, c, url) }
+	return func(t *testing.T, url, token string) (int, string) { return get(t, c, url, token) }
 }
 
-func get(t *testing.T, c *http.Client, url string) (int, string) {
+func get(t *testing.T, c *http.Client, url, token string) (int, string) {
 	t.Helper()
-	resp, err := c.Get(url)
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}

@@ -17,7 +17,8 @@ import (
 // TestKernelAuthRefusedChangesNothing calls every mutating method without a
 // token, with a forged one, with a token not allowed to patch topologies,
 // and with one allowed in another namespace: each is refused and nothing
-// changes. Reads are open or need a token, as configured.
+// changes. Reads are open, or need a token allowed to list the namespace's
+// Topologies, as configured.
 func TestKernelAuthRefusedChangesNothing(t *testing.T) {
 	tok := linkservertest.Cluster(t, ns)
 	lab, r1, r2 := twoPods(t)
@@ -84,6 +85,11 @@ func TestKernelAuthRefusedChangesNothing(t *testing.T) {
 	mustCode(t, "GetLink without a token, reads closed", get(closed, ""), codes.Unauthenticated)
 	mustCode(t, "ListLinks without a token, reads closed", list(closed, ""), codes.Unauthenticated)
 	mustCode(t, "GetLink as viewer, reads closed", get(closed, tok.Viewer), codes.OK)
+	mustCode(t, "GetLink as the editor, who may not list", get(closed, tok.Editor), codes.PermissionDenied)
+	_, err := closed.Client(t, tok.Viewer).GetLink(ctx, &meshnetv1.GetLinkRequest{Namespace: "other", Pod: "r1", Interface: "eth1"})
+	mustCode(t, "GetLink of another namespace as viewer, reads closed", err, codes.PermissionDenied)
+	_, err = closed.Client(t, tok.Viewer).ListLinks(ctx, &meshnetv1.ListLinksRequest{})
+	mustCode(t, "ListLinks of every namespace as a namespace's viewer, reads closed", err, codes.PermissionDenied)
 	mustCode(t, "GetLink without a token, reads open", get(open, ""), codes.OK)
 	mustCode(t, "ListLinks without a token, reads open", list(open, ""), codes.OK)
 

@@ -19,7 +19,8 @@ import (
 // against it.
 type Tokens struct {
 	Checker *auth.Checker
-	// Editor may patch topologies in the namespace; Viewer may not.
+	// Editor may patch topologies in the namespace; Viewer may only read
+	// them (get, list, watch), as the built-in view role does.
 	Editor, Viewer string
 }
 
@@ -47,6 +48,17 @@ func Cluster(t testing.TB, namespace string) Tokens {
 		ObjectMeta: metav1.ObjectMeta{Name: "editor"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "topology-editor"},
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "editor", Namespace: namespace}},
+	}, metav1.CreateOptions{})
+	must(err)
+	_, err = cs.RbacV1().Roles(namespace).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "topology-viewer"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"networkop.co.uk"}, Resources: []string{"topologies"}, Verbs: []string{"get", "list", "watch"}}},
+	}, metav1.CreateOptions{})
+	must(err)
+	_, err = cs.RbacV1().RoleBindings(namespace).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "viewer"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "topology-viewer"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "viewer", Namespace: namespace}},
 	}, metav1.CreateOptions{})
 	must(err)
 	token := func(name string) string {

@@ -250,13 +250,25 @@ function say(text, error) {
   graph.classList.toggle('stale', !!error);
 }
 
+// The token the page reads with: meshnetd serves a namespace's links to
+// whoever may list its Topologies (unless it runs with --read-open). Kept
+// for this tab only, sent to this origin only.
+const tokenInput = document.getElementById('token');
+tokenInput.value = sessionStorage.getItem('meshnet-token') || '';
+tokenInput.addEventListener('change', () => sessionStorage.setItem('meshnet-token', tokenInput.value.trim()));
+
 // get returns the JSON of an API path, or throws with the API's message.
 async function get(path) {
-  const resp = await fetch(path, { headers: { accept: 'application/json' } });
+  const headers = { accept: 'application/json' };
+  const token = tokenInput.value.trim();
+  if (token) headers.authorization = 'Bearer ' + token;
+  const resp = await fetch(path, { headers });
   const body = await resp.json().catch(() => ({}));
   if (!resp.ok) {
     const why = body.message || resp.statusText;
-    throw new Error(`GET ${path}: ${resp.status} ${why}` + (resp.status === 401 ? ' (meshnetd serves reads to anyone only with --read-open)' : ''));
+    const hint = resp.status === 401 || resp.status === 403
+      ? ` (paste a token that may list the namespace's Topologies, e.g. kubectl -n meshnet create token meshnet-operator)` : '';
+    throw new Error(`GET ${path}: ${resp.status} ${why}` + hint);
   }
   return body;
 }
