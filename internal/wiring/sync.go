@@ -40,12 +40,15 @@ func (w *Wirer) SyncLinks(ctx context.Context, k podstore.Key, generation int64)
 		// the cache has not caught up in a second.
 		fresh := &v1beta1.Topology{}
 		werr := wait.PollUntilContextTimeout(ctx, time.Millisecond, time.Second, true, func(ctx context.Context) (bool, error) {
-			return w.cfg.Topologies.Get(ctx, client.ObjectKeyFromObject(topo), fresh) == nil && fresh.Generation >= generation, nil
+			return w.cfg.Topologies.Get(ctx, client.ObjectKeyFromObject(topo), fresh, client.UnsafeDisableDeepCopy) == nil && fresh.Generation >= generation, nil
 		})
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case werr != nil:
+			// A new object: decoding into fresh would write into the
+			// links it shares with the cache.
+			fresh = &v1beta1.Topology{}
 			err = w.cfg.Client.Get(ctx, client.ObjectKeyFromObject(topo), fresh)
 		}
 		if err == nil {

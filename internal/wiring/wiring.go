@@ -61,7 +61,9 @@ type Config struct {
 	Locks *linklock.Locks
 	// Topologies serves the Topologies of the pods wired on this node
 	// (topotrack.Tracker follows the store); a miss is confirmed with
-	// Client.
+	// Client. It is read with client.UnsafeDisableDeepCopy, which a
+	// Getter may honour by sharing its cached object: the Wirer never
+	// changes a Topology it reads.
 	Topologies Getter
 	// Pods serves pods of this node's pods' namespaces, for the nodes of
 	// their peers; a miss is confirmed with Client.
@@ -156,10 +158,16 @@ func (w *Wirer) PeerServer(ends EndStates) meshnetv1.PeerServiceServer {
 // may not have seen a Topology created just before the pod, nor track a pod
 // being added, so a miss is confirmed with the API server: a pod must never
 // start without links it has.
+//
+// The Topology may share its links with Topologies' cache, so it is read
+// only: every far-end call (CreateRemoteEnd) reads its pod's Topology for
+// one link, and a pod of n links gets n of those at once, so a copy each
+// made memory grow with n² (wireVeth too copied the peer's Topology once
+// per link).
 func (w *Wirer) topology(ctx context.Context, k podstore.Key) (*v1beta1.Topology, error) {
 	t := &v1beta1.Topology{}
 	key := client.ObjectKey{Namespace: k.Namespace, Name: k.Name}
-	err := w.cfg.Topologies.Get(ctx, key, t)
+	err := w.cfg.Topologies.Get(ctx, key, t, client.UnsafeDisableDeepCopy)
 	if err == nil {
 		return t, nil
 	}
