@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/prometheus/procfs"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -207,6 +208,25 @@ func (n *Node) PID() int {
 		return 0
 	}
 	return n.meshnetd.cmd.Process.Pid // nsenter execs meshnetd: one process
+}
+
+// PeakRSS is the most memory the node's running meshnetd has held since
+// it started, in bytes: its resident set's high-water mark (VmHWM), which
+// catches a peak that a poll of its resident set misses.
+func (n *Node) PeakRSS() (uint64, error) {
+	pid := n.PID()
+	if pid == 0 {
+		return 0, fmt.Errorf("meshnetd on %s is not running", n.Name)
+	}
+	proc, err := procfs.NewProc(pid)
+	if err != nil {
+		return 0, fmt.Errorf("meshnetd on %s: %w", n.Name, err)
+	}
+	st, err := proc.NewStatus()
+	if err != nil {
+		return 0, fmt.Errorf("meshnetd on %s: %w", n.Name, err)
+	}
+	return st.VmHWM, nil
 }
 
 // Log is the node's meshnetd log so far, across restarts.
