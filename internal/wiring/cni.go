@@ -110,9 +110,12 @@ type wiredSet struct {
 }
 
 // wireLinks wires each of ls for p (wireLink), going on past a failure,
-// which it records for the pod's status.
+// which it records for the pod's status. The records of the veths' peers
+// on this node are written once each, after the links are made: a write
+// for each link wrote a peer's whole record n times for its n veths.
 func (w *Wirer) wireLinks(ctx context.Context, p pod, ls []v1beta1.Link, log *slog.Logger) wiredSet {
 	s := wiredSet{records: map[int]podstore.Link{}}
+	vethPeers := map[podstore.Key]map[int]bool{}
 	for _, l := range ls {
 		wd, err := w.wireLink(ctx, p, l)
 		if err != nil {
@@ -125,6 +128,23 @@ func (w *Wirer) wireLinks(ctx context.Context, p pod, ls []v1beta1.Link, log *sl
 		s.results = append(s.results, wd.result)
 		if wd.remote != nil {
 			s.remotes = append(s.remotes, wd)
+		}
+		if peer := wd.vethPeer; peer != nil {
+			if vethPeers[*peer] == nil {
+				vethPeers[*peer] = map[int]bool{}
+			}
+			vethPeers[*peer][l.UID] = true
+		}
+	}
+	for peer, uids := range vethPeers {
+		if err := w.updateRecord(peer, func(pp *podstore.Pod) {
+			for i := range pp.Links {
+				if uids[pp.Links[i].UID] {
+					pp.Links[i].Kind = v1beta1.LinkKindVeth
+				}
+			}
+		}); err != nil {
+			s.failed = append(s.failed, fmt.Sprintf("record of pod %s: %v", peer, err))
 		}
 	}
 	return s

@@ -80,6 +80,9 @@ type wired struct {
 	remote *meshnetv1.CreateRemoteEndRequest
 	// peerIP is the node the remote call goes to.
 	peerIP netip.Addr
+	// vethPeer is the pod on this node at the veth's other end, whose
+	// record must name the link a veth (wireLinks writes it).
+	vethPeer *podstore.Key
 }
 
 // wireLink makes this pod's end of l, and the peer's end of a veth.
@@ -263,16 +266,7 @@ func (w *Wirer) wireVeth(ctx context.Context, p pod, l v1beta1.Link, self links.
 			w.applyNetem(pod{key: peerKey, ns: peerNS, topo: pt}, *pl)
 		}
 	}
-	if err := w.updateRecord(peerKey, func(pp *podstore.Pod) {
-		for i := range pp.Links {
-			if pp.Links[i].UID == l.UID {
-				pp.Links[i].Kind = v1beta1.LinkKindVeth
-			}
-		}
-	}); err != nil {
-		return wired{}, err
-	}
-	return wired{result: res, record: rec}, nil
+	return wired{result: res, record: rec, vethPeer: &peerKey}, nil
 }
 
 func udpPort(o *v1beta1.LinkOptions) uint16 {
