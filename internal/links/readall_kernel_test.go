@@ -3,10 +3,13 @@
 package links
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/meshnet/meshnet/internal/links/netnstest"
 )
 
 // TestKernelReadAll reads a namespace in one go: the same states as
@@ -76,5 +79,39 @@ func TestKernelReadAll(t *testing.T) {
 	}
 	if err := SetMTU(a, "eth9", 1300); err == nil {
 		t.Fatal("SetMTU of a missing interface succeeded")
+	}
+}
+
+// TestKernelReadAllWideNetns reads a namespace of 1,024 veth ends, whose
+// link dump spans many of the kernel's messages (64 KiB each), decoded as
+// they arrive: every interface, with its index and address.
+func TestKernelReadAllWideNetns(t *testing.T) {
+	const n = 1024
+	ns, err := OpenNetns(netnstest.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	var cmds []string
+	for i := 0; i < n; i += 2 {
+		cmds = append(cmds, fmt.Sprintf("link add d%d type veth peer name d%d", i, i+1))
+	}
+	for i := range n {
+		cmds = append(cmds, fmt.Sprintf("addr add 10.%d.%d.1/24 dev d%d", i/256, i%256, i))
+	}
+	ipBatch(t, ns, cmds...)
+	all, err := ReadAll(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != n+1 {
+		t.Fatalf("ReadAll: %d interfaces, want lo and %d", len(all), n)
+	}
+	for i := range n {
+		name := fmt.Sprintf("d%d", i)
+		got := all[name]
+		if got.Index != index(t, ns, name) || got.Kind != "veth" || len(got.Addrs) != 1 || got.Addrs[0] != pfx(fmt.Sprintf("10.%d.%d.1/24", i/256, i%256)) {
+			t.Fatalf("%s: ReadAll %+v, want veth index %d with 10.%d.%d.1/24", name, got, index(t, ns, name), i/256, i%256)
+		}
 	}
 }
