@@ -111,3 +111,64 @@ func TestClusterTrackerWatchesItsPodsOnly(t *testing.T) {
 		t.Errorf("5 status writes to r1's Topology after it left the store sent %v watch events; want bookmarks at most", got)
 	}
 }
+
+// TestClusterTrackerSharesOnlyWhenAsked: Get with
+// client.UnsafeDisableDeepCopy hands every caller the cached Topology's
+// links, no copy (a pod's far-end calls, one per link, read its Topology
+// all at once); a plain Get hands each its own.
+func TestClusterTrackerSharesOnlyWhenAsked(t *testing.T) {
+	env := clustertest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "lab"}}); err != nil {
+		t.Fatal(err)
+	}
+	topo := &v1beta1.Topology{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: "r1"}, Spec: v1beta1.TopologySpec{Links: []v1beta1.Link{
+		{UID: 1, PeerPod: "r2", LocalIntf: "eth1", PeerIntf: "eth1"},
+		{UID: 2, PeerPod: "r3", LocalIntf: "eth2", PeerIntf: "eth1"},
+	}}}
+	if err := env.Client.Create(ctx, topo); err != nil {
+		t.Fatal(err)
+	}
+	store, err := podstore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Put(podstore.Pod{Namespace: "lab", Name: "r1", ContainerID: "c1", Netns: "/run/netns/r1"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := New(c)
+	defer tr.Close()
+	tr.Follow(store)
+	key := client.ObjectKey{Namespace: "lab", Name: "r1"}
+	var a, b, own v1beta1.Topology
+	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		return tr.Get(ctx, key, &a, client.UnsafeDisableDeepCopy) == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("Get(lab/r1) never found it: %v", err)
+	}
+	if err := tr.Get(ctx, key, &b, client.UnsafeDisableDeepCopy); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Get(ctx, key, &own); err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Spec.Links) != 2 || len(own.Spec.Links) != 2 || own.Spec.Links[1].PeerPod != "r3" {
+		t.Fatalf("Get(lab/r1): links %+v and %+v, want the 2 created", a.Spec.Links, own.Spec.Links)
+	}
+	if &a.Spec.Links[0] != &b.Spec.Links[0] {
+		t.Error("two Gets with UnsafeDisableDeepCopy have links of their own, want the cache's")
+	}
+	if &own.Spec.Links[0] == &a.Spec.Links[0] {
+		t.Error("a plain Get shares the cache's links, want a copy")
+	}
+	own.Spec.Links[0].PeerPod = "changed"
+	if a.Spec.Links[0].PeerPod != "r2" {
+		t.Error("changing a plain Get's copy changed the cache")
+	}
+}
