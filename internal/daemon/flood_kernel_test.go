@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -24,24 +23,6 @@ import (
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/internal/lab/labnet"
 )
-
-// vmKiB reads a Vm* field of /proc/<pid>/status, in KiB.
-func vmKiB(t testing.TB, pid int, field string) int {
-	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			var kib int
-			fmt.Sscan(rest, &kib)
-			return kib
-		}
-	}
-	t.Fatalf("/proc/%d/status has no %s", pid, field)
-	return 0
-}
 
 // endless is a body of spaces that never ends.
 type endless struct{}
@@ -71,7 +52,7 @@ func runFlood(t testing.TB, l *lab, d time.Duration, perSecond int) *flood {
 	if pid == 0 {
 		t.Fatal("node-a's meshnetd is not running")
 	}
-	t.Logf("node-a meshnetd before the flood: VmRSS %d KiB, VmHWM %d KiB", vmKiB(t, pid, "VmRSS"), vmKiB(t, pid, "VmHWM"))
+	t.Logf("node-a meshnetd before the flood: VmHWM %d KiB", peakKiB(t, l.a))
 	dial := func(ctx context.Context, _, addr string) (net.Conn, error) { return l.a.Dial(ctx, addr) }
 	web := &http.Client{Transport: &http.Transport{DialContext: dial, MaxIdleConnsPerHost: 64}, Timeout: 30 * time.Second}
 	base := fmt.Sprintf("http://%s:%d/v1/namespaces/%s/pods/r1/links/eth1/state", l.a.IP, labnet.HTTPPort, ns)
@@ -167,12 +148,22 @@ func runFlood(t testing.TB, l *lab, d time.Duration, perSecond int) *flood {
 	if got := l.a.PID(); got != pid {
 		t.Fatalf("node-a's meshnetd restarted during the flood (pid %d, now %d)\n%s", pid, got, l.a.Log())
 	}
-	f.peakKiB = vmKiB(t, pid, "VmHWM")
+	f.peakKiB = peakKiB(t, l.a)
 	// The last change the operator asked for is the kernel's.
 	if len(f.changes)%2 == 1 {
 		l.setState(t, l.a, "r1", "LINK_STATE_UP")
 	}
 	return f
+}
+
+// peakKiB is the most memory n's meshnetd has held, in KiB.
+func peakKiB(t testing.TB, n *labnet.Node) int {
+	t.Helper()
+	peak, err := n.PeakRSS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(peak >> 10)
 }
 
 func (f *flood) p(q float64) time.Duration {
