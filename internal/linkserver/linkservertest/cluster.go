@@ -19,8 +19,9 @@ import (
 // against it.
 type Tokens struct {
 	Checker *auth.Checker
-	// Editor may patch topologies in the namespace; Viewer may only read
-	// them (get, list, watch), as the built-in view role does.
+	// Editor may read and patch topologies in the namespace, as the
+	// built-in edit role does; Viewer may only read them (get, list,
+	// watch), as the view role does.
 	Editor, Viewer string
 }
 
@@ -41,7 +42,7 @@ func Cluster(t testing.TB, namespace string) Tokens {
 	must(err)
 	_, err = cs.RbacV1().Roles(namespace).Create(ctx, &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: "topology-editor"},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"networkop.co.uk"}, Resources: []string{"topologies"}, Verbs: []string{"patch"}}},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"networkop.co.uk"}, Resources: []string{"topologies"}, Verbs: []string{"get", "list", "watch", "patch"}}},
 	}, metav1.CreateOptions{})
 	must(err)
 	_, err = cs.RbacV1().RoleBindings(namespace).Create(ctx, &rbacv1.RoleBinding{
