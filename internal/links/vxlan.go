@@ -224,6 +224,27 @@ type VXLANDevice struct {
 	Remote netip.Addr
 }
 
+// VXLANOf is the vxlan device named name in pod whose underlay is node;
+// false when pod has no such interface, or it is not a vxlan of node's. It
+// reads that one interface: a far end removed by name costs no dump of the
+// pod's n links (a 1,024-link pod's peer, asked for every far end, made n
+// dumps of n links, 32 at a time).
+func VXLANOf(node, pod *Netns, name string) (VXLANDevice, bool, error) {
+	l, err := pod.linkByName(name)
+	if err != nil || l == nil {
+		return VXLANDevice{}, false, err
+	}
+	v, ok := l.(*netlink.Vxlan)
+	if !ok {
+		return VXLANDevice{}, false, nil
+	}
+	if mine, err := pod.holdsLinkNet(l, node); err != nil || !mine {
+		return VXLANDevice{}, false, err
+	}
+	remote, _ := netip.AddrFromSlice(v.Group)
+	return VXLANDevice{Netns: pod.path, Name: v.Name, VNI: uint32(v.VxlanId), Port: uint16(v.Port), Remote: remote.Unmap()}, true, nil
+}
+
 // ListVXLANs lists the vxlan devices whose underlay is node: the ones in node
 // itself and the ones in the given pod namespaces. A device moved into a pod
 // no longer shows in the node's link list, yet the kernel still counts it
@@ -249,13 +270,7 @@ func ListVXLANs(node *Netns, pods ...*Netns) ([]VXLANDevice, error) {
 				continue
 			}
 			remote, _ := netip.AddrFromSlice(v.Group)
-			out = append(out, VXLANDevice{
-				Netns:  ns.path,
-				Name:   v.Name,
-				VNI:    uint32(v.VxlanId),
-				Port:   uint16(v.Port),
-				Remote: remote.Unmap(),
-			})
+			out = append(out, VXLANDevice{Netns: ns.path, Name: v.Name, VNI: uint32(v.VxlanId), Port: uint16(v.Port), Remote: remote.Unmap()})
 		}
 	}
 	return out, nil

@@ -244,6 +244,9 @@ func (w *Wirer) teardown(ctx context.Context, rec podstore.Pod, log *slog.Logger
 		removed []*meshnetv1.LinkResult
 		failed  []string
 		wg      sync.WaitGroup
+		// The far ends go remoteCallsInFlight at a time, as they came:
+		// all n at once took a 1,500-link pod's peer node past its limit.
+		slots = make(chan struct{}, remoteCallsInFlight)
 	)
 	for _, l := range rec.Links {
 		remote, err := w.deleteLocalEnd(k, ns, l)
@@ -257,7 +260,9 @@ func (w *Wirer) teardown(ctx context.Context, rec podstore.Pod, log *slog.Logger
 		if !remote {
 			continue
 		}
+		slots <- struct{}{}
 		wg.Go(func() {
+			defer func() { <-slots }()
 			if err := w.deleteRemoteEnd(ctx, k, l); err != nil {
 				log.Warn("remote end not removed; its pod's DEL removes it", "link", l.UID, "peer", l.PeerPod, "error", err)
 			}

@@ -11,8 +11,8 @@ import (
 )
 
 // TestKernelWidePodPeakMemory wires two pods on two nodes joined by 1,024
-// VXLAN links, both ADDs at once, and checks that neither meshnetd's
-// resident memory peaked above 128 MiB: a meshnetd must hold memory for
+// VXLAN links, both ADDs at once, then deletes both at once, and checks
+// that neither meshnetd's resident memory peaked above 128 MiB: a meshnetd must hold memory for
 // the links it wires, not for their square. Each of a pod's far-end calls,
 // all n of them in flight at once, held a copy of the pod's whole Topology
 // (348 and 305 MiB), and then their goroutines and netlink buffers did
@@ -49,6 +49,24 @@ func TestKernelWidePodPeakMemory(t *testing.T) {
 		t.Logf("meshnetd on %s peaked at %d MiB wiring %d VXLAN links", node.Name, peak>>20, n)
 		if peak > maxPeak {
 			t.Errorf("meshnetd on %s peaked at %d MiB wiring %d VXLAN links, want at most %d MiB", node.Name, peak>>20, n, maxPeak>>20)
+		}
+	}
+	// Both pods deleted at once: each node removes its ends and asks the
+	// other for the far ones.
+	r.all(t, "DEL")
+	for _, p := range r.pods {
+		if names := linkNames(t, p); len(names) != 1 {
+			t.Errorf("pod %s has %d interfaces after DEL, want lo alone", p.Name, len(names))
+		}
+	}
+	for _, node := range []*labnet.Node{a, b} {
+		peak, err := node.PeakRSS()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("meshnetd on %s peaked at %d MiB wiring and deleting %d VXLAN links", node.Name, peak>>20, n)
+		if peak > maxPeak {
+			t.Errorf("meshnetd on %s peaked at %d MiB wiring and deleting %d VXLAN links, want at most %d MiB", node.Name, peak>>20, n, maxPeak>>20)
 		}
 	}
 }

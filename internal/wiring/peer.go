@@ -130,22 +130,17 @@ func (s peerServer) DeleteRemoteEnd(ctx context.Context, req *meshnetv1.DeleteRe
 	}
 	defer ns.Close()
 	defer w.cfg.Locks.Lock(endKey(k, intf))()
-	devs, err := links.ListVXLANs(w.node, ns)
-	if err != nil {
+	d, ok, err := links.VXLANOf(w.node, ns, intf)
+	switch {
+	case err != nil:
+		return nil, status.Errorf(codes.Internal, "pod %s: %v", k, err)
+	case !ok, req.GetVni() != 0 && d.VNI != req.GetVni():
+		return &meshnetv1.DeleteRemoteEndResponse{}, nil
+	}
+	if err := links.Delete(ns, intf); err != nil {
 		return nil, status.Errorf(codes.Internal, "pod %s: %v", k, err)
 	}
-	for _, d := range devs {
-		if d.Netns != ns.Path() || d.Name != intf {
-			continue
-		}
-		if req.GetVni() != 0 && d.VNI != req.GetVni() {
-			return &meshnetv1.DeleteRemoteEndResponse{}, nil
-		}
-		if err := links.Delete(ns, intf); err != nil {
-			return nil, status.Errorf(codes.Internal, "pod %s: %v", k, err)
-		}
-		w.log.Info("vxlan end removed for peer", "pod", k.String(), "link", req.GetEnd().GetUid(), "intf", intf, "vni", d.VNI)
-	}
+	w.log.Info("vxlan end removed for peer", "pod", k.String(), "link", req.GetEnd().GetUid(), "intf", intf, "vni", d.VNI)
 	return &meshnetv1.DeleteRemoteEndResponse{}, nil
 }
 
