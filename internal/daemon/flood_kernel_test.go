@@ -22,6 +22,7 @@ import (
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/internal/lab/labnet"
+	"github.com/meshnet/meshnet/internal/proccpu"
 )
 
 // endless is a body of spaces that never ends.
@@ -43,7 +44,8 @@ type flood struct {
 	sent, refused atomic.Int64
 	changes       []time.Duration // of the operator's calls
 	failed        []string
-	peakKiB       int // node-a meshnetd's VmHWM after the flood
+	peakKiB       int           // node-a meshnetd's VmHWM after the flood
+	cpu           time.Duration // node-a meshnetd's processor time during it
 }
 
 func runFlood(t testing.TB, l *lab, d time.Duration, perSecond int) *flood {
@@ -65,6 +67,10 @@ func runFlood(t testing.TB, l *lab, d time.Duration, perSecond int) *flood {
 	links := meshnetv1.NewLinkServiceClient(conn)
 
 	f := &flood{}
+	cpuBefore, err := proccpu.Of(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	put := func(token string, body io.Reader, length int64) (int, error) {
@@ -149,6 +155,11 @@ func runFlood(t testing.TB, l *lab, d time.Duration, perSecond int) *flood {
 		t.Fatalf("node-a's meshnetd restarted during the flood (pid %d, now %d)\n%s", pid, got, l.a.Log())
 	}
 	f.peakKiB = peakKiB(t, l.a)
+	cpuAfter, err := proccpu.Of(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.cpu = cpuAfter - cpuBefore
 	// The last change the operator asked for is the kernel's.
 	if len(f.changes)%2 == 1 {
 		l.setState(t, l.a, "r1", "LINK_STATE_UP")
@@ -180,8 +191,8 @@ func (f *flood) p(q float64) time.Duration {
 func TestKernelDaemonFlood(t *testing.T) {
 	l := newLab(t)
 	f := runFlood(t, l, 8*time.Second, 1000)
-	t.Logf("flood: %d requests sent, %d refused; operator: %d changes, p50 %v, p99 %v; meshnetd VmHWM %d KiB",
-		f.sent.Load(), f.refused.Load(), len(f.changes), f.p(0.5), f.p(0.99), f.peakKiB)
+	t.Logf("flood: %d requests sent, %d refused; operator: %d changes, p50 %v, p99 %v; meshnetd VmHWM %d KiB, %.1f CPU-s",
+		f.sent.Load(), f.refused.Load(), len(f.changes), f.p(0.5), f.p(0.99), f.peakKiB, f.cpu.Seconds())
 	if len(f.failed) > 0 {
 		t.Errorf("the operator's changes during the flood failed:\n%s", strings.Join(f.failed, "\n"))
 	}
@@ -206,6 +217,7 @@ func BenchmarkKernelDaemonFlood(b *testing.B) {
 		b.ReportMetric(float64(f.p(0.5).Milliseconds()), "p50-ms")
 		b.ReportMetric(float64(f.p(0.99).Milliseconds()), "p99-ms")
 		b.ReportMetric(float64(f.peakKiB)/1024, "VmHWM-MiB")
+		b.ReportMetric(f.cpu.Seconds(), "meshnetd-CPU-s")
 		if len(f.failed) > 0 {
 			b.Errorf("the operator's changes during the flood failed:\n%s", strings.Join(f.failed, "\n"))
 		}
