@@ -104,11 +104,14 @@ func (n *Node) mountNamespace() error {
 	for target, dir := range hostPaths {
 		if _, err := os.Stat(target); os.IsNotExist(err) {
 			// The mount point is made on the host's file system; remove it
-			// at the end when it is still empty.
+			// at the end with what it holds, which only the cluster can
+			// have put there: a kubelet being stopped was seen writing pod
+			// log directories into the host's /var/log/pods once its
+			// node's mounts were gone (a CI run, 05:32 on 2026-12-06).
 			if err := os.MkdirAll(target, 0o755); err != nil {
 				return err
 			}
-			n.c.onClose(func() error { _ = os.Remove(target); return nil })
+			n.c.onClose(func() error { _ = os.RemoveAll(target); return nil })
 		}
 		// Shared, so that the sandboxes' netns mounts reach meshnetd's
 		// container (mountPropagation: HostToContainer needs it).
