@@ -83,6 +83,24 @@ func TestClusterHostLinksNeedConsent(t *testing.T) {
 		return eve.Create(ctx, &v1beta1.Topology{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("r%d", n)},
 			Spec: v1beta1.TopologySpec{Links: links}})
 	}
+	// The policy reads the namespace from the API server's informer, a
+	// moment behind an admin's change: wait until a dry run of the probe
+	// gets the verdict the change asks for.
+	settle := func(what string, probe v1beta1.Link, admit bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			err := eve.Create(ctx, &v1beta1.Topology{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"},
+				Spec: v1beta1.TopologySpec{Links: []v1beta1.Link{probe}}}, client.DryRunAll)
+			if (err == nil) == admit {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the policy's verdict on a probe did not change within 30s: %v", what, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	refused := func(what string, err error, says ...string) {
 		t.Helper()
 		if !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) {
@@ -98,13 +116,7 @@ func TestClusterHostLinksNeedConsent(t *testing.T) {
 	}
 
 	// The policy takes a moment to reach the API server's admission.
-	deadline := time.Now().Add(30 * time.Second)
-	for err := create(pods, macvlan); err == nil; err = create(pods, macvlan) {
-		if time.Now().After(deadline) {
-			t.Fatal("a macvlan to the node's NIC was still admitted 30s after the policy was applied")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	settle("policy applied", macvlan, false)
 	refused("macvlan on eth0 without consent", create(pods, macvlan),
 		"spec.links[1]: a link to the node (peer_pod localhost, or link_options) needs namespace tenant labelled meshnet.networkop.co.uk/host-links=allowed")
 	refused("physical peer without consent", create(phy(3, "198.51.100.1", 0)), "spec.links[0]: a link to the node")
@@ -129,14 +141,15 @@ func TestClusterHostLinksNeedConsent(t *testing.T) {
 	if err := env.Client.Update(ctx, &nsObj); err != nil {
 		t.Fatal(err)
 	}
+	allowedMacvlan := macvlan
+	allowedMacvlan.PeerIntf = "ens5"
+	settle("consent given", allowedMacvlan, true)
 	refused("macvlan on eth0, not among the NICs", create(macvlan),
 		"spec.links[0].peer_intf: host interface eth0 is not among those namespace tenant may use (annotation meshnet.networkop.co.uk/host-interfaces: eth1,ens5)")
 	refused("VTEP outside the prefixes", create(pods, phy(3, "198.51.100.1", 0)),
 		"spec.links[1].link_options.remote_vtep: 198.51.100.1 is outside the prefixes namespace tenant may reach (annotation meshnet.networkop.co.uk/remote-vteps: 192.0.2.0/24)")
 	refused("a port not listed", create(phy(3, "192.0.2.7", 8472)),
 		"spec.links[0].link_options.udp_port: 8472 is not among the ports namespace tenant may use (annotation meshnet.networkop.co.uk/vxlan-ports: 4789)")
-	allowedMacvlan := macvlan
-	allowedMacvlan.PeerIntf = "ens5"
 	if err := create(pods, allowedMacvlan, phy(3, "192.0.2.7", 0)); err != nil {
 		t.Fatalf("a macvlan on a listed NIC and a physical peer within the prefix: %v, want admitted", err)
 	}
@@ -147,6 +160,7 @@ func TestClusterHostLinksNeedConsent(t *testing.T) {
 	if err := env.Client.Update(ctx, &nsObj); err != nil {
 		t.Fatal(err)
 	}
+	settle("consent withdrawn", allowedMacvlan, false)
 	var topo v1beta1.Topology
 	if err := eve.Get(ctx, client.ObjectKey{Namespace: ns, Name: admitted}, &topo); err != nil {
 		t.Fatal(err)
