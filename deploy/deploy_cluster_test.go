@@ -39,6 +39,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/meshnet/meshnet/internal/auth"
 	"github.com/meshnet/meshnet/internal/controlplane/clustertest"
 )
 
@@ -694,12 +695,42 @@ func TestClusterManifestFlagsMatchBinaries(t *testing.T) {
 		}
 		binary := strings.TrimPrefix(c.Command[0], "/")
 		defined := definedFlags(t, build(t, binary))
-		for f := range flagValues(c.Args) {
+		flags := flagValues(c.Args)
+		for f := range flags {
 			if !defined[f] {
 				t.Errorf("%s passes --%s, which %s does not define (it has %v)", w.name, f, binary, slices.Sorted(maps.Keys(defined)))
 			}
 		}
+		checkTokenForMeshnetd(t, w.name, tmpl.Spec, flags["token-file"])
 	}
+}
+
+// checkTokenForMeshnetd checks that the token a component sends to
+// meshnetd (--token-file) is a projected service-account token for the
+// audience meshnetd accepts, so that it is worth nothing to the API server.
+func checkTokenForMeshnetd(t *testing.T, name string, spec corev1.PodSpec, file string) {
+	t.Helper()
+	c := spec.Containers[0]
+	for _, m := range c.VolumeMounts {
+		rel, err := filepath.Rel(m.MountPath, file)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			continue
+		}
+		for _, v := range spec.Volumes {
+			if v.Name != m.Name || v.Projected == nil {
+				continue
+			}
+			for _, src := range v.Projected.Sources {
+				if sat := src.ServiceAccountToken; sat != nil && sat.Path == rel {
+					if sat.Audience != auth.Audience {
+						t.Errorf("%s: --token-file=%s is a token for audience %q, want %q", name, file, sat.Audience, auth.Audience)
+					}
+					return
+				}
+			}
+		}
+	}
+	t.Errorf("%s: --token-file=%q is not a projected service-account token for audience %s", name, file, auth.Audience)
 }
 
 // TestClusterDockerfile checks the Dockerfile as text (no Docker engine

@@ -67,7 +67,7 @@ func run() error {
 	flag.StringVar(&resolver.Namespace, "daemon-namespace", "meshnet", "namespace of the meshnetd Service")
 	flag.StringVar(&resolver.Service, "daemon-service", "meshnetd", "name of the meshnetd Service")
 	flag.StringVar(&resolver.Port, "daemon-port", "grpc", "name of the meshnetd Service's gRPC port")
-	flag.StringVar(&tokenFile, "token-file", "/var/run/secrets/kubernetes.io/serviceaccount/token", "service-account token sent to meshnetd")
+	flag.StringVar(&tokenFile, "token-file", "/var/run/secrets/meshnetd/token", "service-account token for audience meshnetd (a projected token), sent to meshnetd")
 	flag.BoolVar(&insecureConn, "daemon-plaintext", true, "talk to meshnetd without TLS (meshnetd without --tls). false (deploy/): keep meshnetd's CA (--ca-secret, published in --ca-configmap), sign meshnetd's serving certificates, and call meshnetd over TLS")
 	flag.StringVar(&caSecret, "ca-secret", "meshnet-ca", "Secret in --daemon-namespace holding meshnetd's CA and its key, made empty by deploy/ and filled at first start")
 	flag.StringVar(&caConfigMap, "ca-configmap", "meshnet-ca", "ConfigMap in --daemon-namespace where meshnetd's CA certificate is published (ca.crt), for meshnetd, grpcurl and curl")

@@ -50,7 +50,7 @@ func run() error {
 	flag.StringVar(&cfg.CNIConfDir, "cni-conf-dir", "/etc/cni/net.d", "CNI configuration directory of the primary CNI")
 	flag.StringVar(&cfg.CNIPlugin, "cni-plugin", filepath.Join(filepath.Dir(exe), "meshnet-cni"), "meshnet-cni binary to install")
 	flag.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster configuration when empty")
-	flag.StringVar(&cfg.TokenFile, "token-file", "/var/run/secrets/kubernetes.io/serviceaccount/token", "service-account token sent to other nodes' meshnetd")
+	flag.StringVar(&cfg.TokenFile, "token-file", "/var/run/secrets/meshnetd/token", "service-account token for audience meshnetd (a projected token), sent to other nodes' meshnetd")
 	flag.BoolVar(&cfg.TLS, "tls", false, "serve gRPC and HTTP over TLS with a certificate meshnet-controller signs (asked for through the CertificateSigningRequest API, kept in --state-dir/pki, renewed before expiry), and call other nodes' meshnetd over TLS; deploy/ sets it. Off: plaintext, and tokens cross the node network in clear")
 	flag.StringVar(&cfg.CAConfigMap, "ca-configmap", "meshnet-ca", "ConfigMap in --daemon-namespace where meshnet-controller publishes the CA of meshnetd's certificates (ca.crt), with --tls")
 	flag.Float64Var(&qps, "kube-api-qps", 50, "requests per second to the API server")

@@ -1,7 +1,7 @@
 // Package auth guards meshnetd's gRPC API with Kubernetes identities: a caller
-// presents a bearer token (a service-account token from `kubectl create
-// token`, or a daemon's own projected token), which is checked with
-// TokenReview and authorised with SubjectAccessReview against the Topology
+// presents a bearer token minted for Audience (`kubectl create token NAME
+// --audience meshnetd`, or meshnet's own projected tokens), which is checked
+// with TokenReview for that audience and authorised with SubjectAccessReview against the Topology
 // of the pod the call changes. Whoever may edit a pod's Topology may change
 // its running links; nobody else may.
 package auth
@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +34,23 @@ import (
 
 	"github.com/meshnet/meshnet/api/v1beta1"
 )
+
+// Audience is the audience of the tokens meshnetd accepts. Bound to it, a
+// token sent to meshnetd is refused by the API server, and a token of the
+// API server's (which a node's root could replay there) is refused by
+// meshnetd.
+const Audience = "meshnetd"
+
+// TokenRequest asks for a service account's token for Audience, valid for
+// expiration (0: the API server's default).
+func TokenRequest(expiration time.Duration) *authnv1.TokenRequest {
+	req := &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{Audiences: []string{Audience}}}
+	if expiration > 0 {
+		seconds := int64(expiration.Seconds())
+		req.Spec.ExpirationSeconds = &seconds
+	}
+	return req
+}
 
 // Access is what a method needs. The zero value means open to anyone.
 type Access struct {
@@ -156,6 +174,22 @@ func (c *Checker) WithIssuer(i *Issuer) *Checker {
 // signature, or out of its time.
 var errForged = status.Error(codes.Unauthenticated, "token rejected: not signed by the cluster's service-account issuer, or expired")
 
+// errNotForMeshnetd refuses a token minted for another audience (the API
+// server's, typically).
+var errNotForMeshnetd = status.Error(codes.Unauthenticated, "token rejected: not minted for audience "+Audience+" (kubectl create token NAME --audience "+Audience+")")
+
+// refusal is the answer to a token the issuer's verdict refuses without a
+// review; nil when a review decides.
+func refusal(v Verdict) error {
+	switch v {
+	case Forged:
+		return errForged
+	case OtherAudience:
+		return errNotForMeshnetd
+	}
+	return nil
+}
+
 // errTooManyNewTokens refuses a token past the pace of new tokens' reviews.
 var errTooManyNewTokens = status.Error(codes.ResourceExhausted, "too many calls with tokens meshnet has not seen yet; retry in a second")
 
@@ -195,8 +229,8 @@ func (c *Checker) admit(ctx context.Context, token string) (context.Context, err
 	}
 	verdict := c.issuer.Check(token)
 	switch {
-	case verdict == Forged:
-		return ctx, errForged
+	case refusal(verdict) != nil:
+		return ctx, refusal(verdict)
 	case !c.unverified.TryAcquire(1):
 		return ctx, errTooManyNewTokens
 	case verdict != Signed && !c.newTokens.Allow():
@@ -225,9 +259,9 @@ func (c *Checker) Authenticate(ctx context.Context, token string) (authnv1.UserI
 	if !known {
 		verdict = c.issuer.Check(token)
 	}
-	if verdict == Forged {
-		c.remember(key, cached{err: errForged, expires: now.Add(c.ttl)})
-		return authnv1.UserInfo{}, errForged
+	if err := refusal(verdict); err != nil {
+		c.remember(key, cached{err: err, expires: now.Add(c.ttl)})
+		return authnv1.UserInfo{}, err
 	}
 	v, err, _ := c.flight.Do("token:"+string(key[:]), func() (any, error) {
 		if !known && !tapped && verdict != Signed && !c.newTokens.Allow() {
@@ -236,15 +270,20 @@ func (c *Checker) Authenticate(ctx context.Context, token string) (authnv1.UserI
 		ctx, cancel := sharedContext(ctx)
 		defer cancel()
 		review, err := c.client.AuthenticationV1().TokenReviews().Create(ctx,
-			&authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+			&authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{Audience}}}, metav1.CreateOptions{})
 		if err != nil {
 			return nil, status.Errorf(codes.Unavailable, "token review: %v", err)
 		}
 		e := cached{expires: now.Add(c.ttl)}
-		if review.Status.Authenticated {
+		switch {
+		case !review.Status.Authenticated:
+			e.err = status.Error(codes.Unauthenticated, "token rejected by the API server for audience "+Audience+
+				" (kubectl create token NAME --audience "+Audience+")")
+		case !slices.Contains(review.Status.Audiences, Audience):
+			// An authenticator that ignores audiences answered.
+			e.err = errNotForMeshnetd
+		default:
 			e.user = review.Status.User
-		} else {
-			e.err = status.Error(codes.Unauthenticated, "token rejected by the API server")
 		}
 		c.remember(key, e)
 		return e, nil
@@ -458,7 +497,7 @@ func bearerToken(ctx context.Context) (string, error) {
 }
 
 // errNoToken refuses a call that needs a token and has none.
-var errNoToken = status.Error(codes.Unauthenticated, `this call needs "authorization: Bearer <token>" (a Kubernetes token, e.g. from kubectl create token)`)
+var errNoToken = status.Error(codes.Unauthenticated, `this call needs "authorization: Bearer <token>" (a Kubernetes token for audience meshnetd, e.g. from kubectl create token NAME --audience meshnetd)`)
 
 // BearerToken is the token of the first "Bearer" value among an
 // Authorization header's values.

@@ -13,8 +13,10 @@ import (
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -28,7 +30,9 @@ import (
 
 // TestClusterInterceptorChecksTokensAndRBAC serves the health service behind
 // the interceptor: Check needs patch on topologies in namespace lab, List is
-// open, Watch is not in the policy.
+// open, Watch is not in the policy. Tokens are bound to Audience: the
+// editor's token for the API server is refused, and the API server refuses
+// the editor's token for meshnetd.
 func TestClusterInterceptorChecksTokensAndRBAC(t *testing.T) {
 	env := clustertest.Start(t)
 	ctx := context.Background()
@@ -41,6 +45,10 @@ func TestClusterInterceptorChecksTokensAndRBAC(t *testing.T) {
 	}
 	editor := serviceAccountToken(t, cs, "lab", "editor")
 	viewer := serviceAccountToken(t, cs, "lab", "viewer")
+	apiToken, err := cs.CoreV1().ServiceAccounts("lab").CreateToken(ctx, "editor", &authnv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := cs.RbacV1().Roles("lab").Create(ctx, &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: "topology-editor"},
 		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"networkop.co.uk"}, Resources: []string{"topologies"}, Verbs: []string{"patch"}}},
@@ -111,10 +119,18 @@ func TestClusterInterceptorChecksTokensAndRBAC(t *testing.T) {
 		{"forged token", "not-a-token", check, codes.Unauthenticated},
 		{"open method without a token", "", list, codes.OK},
 		{"method missing from the policy", editor, watch, codes.PermissionDenied},
+		{"the editor's token for the API server", apiToken.Status.Token, check, codes.Unauthenticated},
 	} {
 		if got := call(tc.token, tc.method); got != tc.want {
 			t.Errorf("%s: code %v, want %v", tc.name, got, tc.want)
 		}
+	}
+
+	asEditor := rest.AnonymousClientConfig(env.Config)
+	asEditor.BearerToken = editor
+	_, err = kubernetes.NewForConfigOrDie(asEditor).AuthenticationV1().SelfSubjectReviews().Create(ctx, &authnv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if !apierrors.IsUnauthorized(err) {
+		t.Errorf("the API server, given the editor's token for meshnetd: %v, want 401 Unauthorized", err)
 	}
 }
 
@@ -124,7 +140,7 @@ func serviceAccountToken(t *testing.T, cs kubernetes.Interface, namespace, name 
 	if _, err := cs.CoreV1().ServiceAccounts(namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authnv1.TokenRequest{}, metav1.CreateOptions{})
+	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, TokenRequest(0), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create token for %s/%s: %v", namespace, name, err)
 	}

@@ -28,7 +28,7 @@ func reviewer(valid string, reviews *atomic.Int32) *fake.Clientset {
 		if tr.Spec.Token != valid {
 			return true, &authnv1.TokenReview{}, nil
 		}
-		return true, &authnv1.TokenReview{Status: authnv1.TokenReviewStatus{Authenticated: true, User: authnv1.UserInfo{Username: "system:serviceaccount:meshnet:meshnet-controller"}}}, nil
+		return true, &authnv1.TokenReview{Status: authnv1.TokenReviewStatus{Authenticated: true, Audiences: tr.Spec.Audiences, User: authnv1.UserInfo{Username: "system:serviceaccount:meshnet:meshnet-controller"}}}, nil
 	})
 	return cs
 }

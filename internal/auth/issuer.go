@@ -25,6 +25,9 @@ const (
 	// Forged: it names the cluster's issuer, but its signature or its
 	// times do not hold: refused without a review.
 	Forged
+	// OtherAudience: the cluster's issuer signed it for others than
+	// Audience: refused without a review.
+	OtherAudience
 )
 
 // Issuer checks tokens against the cluster's service-account issuer, with
@@ -83,6 +86,9 @@ func (i *Issuer) Check(token string) Verdict {
 		if tok.Claims(k.Key, &verified) == nil {
 			if verified.ValidateWithLeeway(jwt.Expected{Issuer: issuer, Time: time.Now()}, time.Minute) != nil {
 				return Forged // expired, or not valid yet
+			}
+			if !verified.Audience.Contains(Audience) {
+				return OtherAudience
 			}
 			return Signed
 		}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -49,13 +50,18 @@ func (ti *testIssuer) get(_ context.Context, path string) ([]byte, error) {
 	return nil, fmt.Errorf("no %s", path)
 }
 
-// token signs claims with key under key id kid.
+// token signs claims for Audience with key under key id kid.
 func (ti *testIssuer) token(key *ecdsa.PrivateKey, kid, issuer string, expiry time.Time) string {
+	return ti.tokenFor(Audience, key, kid, issuer, expiry)
+}
+
+// tokenFor signs claims for audience aud with key under key id kid.
+func (ti *testIssuer) tokenFor(aud string, key *ecdsa.PrivateKey, kid, issuer string, expiry time.Time) string {
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: key}, (&jose.SignerOptions{}).WithHeader("kid", kid))
 	if err != nil {
 		ti.t.Fatal(err)
 	}
-	s, err := jwt.Signed(signer).Claims(jwt.Claims{Issuer: issuer, Subject: "system:serviceaccount:lab:operator", Expiry: jwt.NewNumericDate(expiry)}).Serialize()
+	s, err := jwt.Signed(signer).Claims(jwt.Claims{Issuer: issuer, Audience: jwt.Audience{aud}, Subject: "system:serviceaccount:lab:operator", Expiry: jwt.NewNumericDate(expiry)}).Serialize()
 	if err != nil {
 		ti.t.Fatal(err)
 	}
@@ -65,6 +71,7 @@ func (ti *testIssuer) token(key *ecdsa.PrivateKey, kid, issuer string, expiry ti
 // TestIssuerTellsSignedFromForged: the cluster's tokens are Signed once
 // its keys are read (in the background, never blocking a check); a token
 // naming the issuer with another key's signature, or expired, is Forged;
+// one it signed for the API server is OtherAudience;
 // another issuer's token or no JWT at all is Unknown. A key id not held
 // reads the keys again, at most once per refresh interval.
 func TestIssuerTellsSignedFromForged(t *testing.T) {
@@ -82,6 +89,7 @@ func TestIssuerTellsSignedFromForged(t *testing.T) {
 	}{
 		"another key, same id":   {ti.token(ti.other, "k1", ti.url, hour), Forged},
 		"expired":                {ti.token(ti.key, "k1", ti.url, time.Now().Add(-time.Hour)), Forged},
+		"for the API server":     {ti.tokenFor(ti.url, ti.key, "k1", ti.url, hour), OtherAudience},
 		"another issuer":         {ti.token(ti.other, "k1", "https://dex.example", hour), Unknown},
 		"not a JWT":              {"garbage-1234", Unknown},
 		"a key id not published": {ti.token(ti.other, "k9", ti.url, hour), Unknown},
@@ -117,11 +125,15 @@ func TestSignedTokensAreNotPaced(t *testing.T) {
 	if _, err := c.Authenticate(ctx, ti.token(ti.other, "k1", ti.url, time.Now().Add(time.Hour))); status.Code(err) != codes.Unauthenticated {
 		t.Errorf("a forged token: %v, want Unauthenticated", err)
 	}
+	_, err := c.Authenticate(ctx, ti.tokenFor(ti.url, ti.key, "k1", ti.url, time.Now().Add(time.Hour)))
+	if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "audience meshnetd") {
+		t.Errorf("the cluster's token for the API server: %v, want Unauthenticated naming audience meshnetd", err)
+	}
 	if _, err := c.Authenticate(ctx, good); err != nil {
 		t.Errorf("the cluster's new token after a flood: %v, want accepted", err)
 	}
 	if reviews.Load() != before+1 {
-		t.Errorf("the cluster's new token cost %d reviews, want 1 (the forged one none)", reviews.Load()-before)
+		t.Errorf("the cluster's new token cost %d reviews, want 1 (the forged one and the API server's none)", reviews.Load()-before)
 	}
 }
 

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/auth"
 	"github.com/meshnet/meshnet/internal/lab/labnet"
 )
 
@@ -95,7 +95,7 @@ func operatorToken(t testing.TB, l *labnet.Lab) string {
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: name}},
 	}))
-	tok, err := l.Kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authnv1.TokenRequest{}, metav1.CreateOptions{})
+	tok, err := l.Kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, auth.TokenRequest(0), metav1.CreateOptions{})
 	mustOK(t, err)
 	return tok.Status.Token
 }
@@ -105,7 +105,7 @@ func intruderToken(t *testing.T, l *labnet.Lab) string {
 	t.Helper()
 	ctx := context.Background()
 	mustOK(t, l.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "intruder"}}))
-	tok, err := l.Kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "intruder", &authnv1.TokenRequest{}, metav1.CreateOptions{})
+	tok, err := l.Kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "intruder", auth.TokenRequest(0), metav1.CreateOptions{})
 	mustOK(t, err)
 	return tok.Status.Token
 }

@@ -7,12 +7,13 @@ import (
 	"path/filepath"
 	"time"
 
-	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/meshnet/meshnet/internal/auth"
 )
 
 // daemonRules are what PeerService requires of the meshnetd calling it, and
@@ -54,9 +55,7 @@ func (l *Lab) serviceAccountToken(name string, rules []rbacv1.PolicyRule, path s
 			return fmt.Errorf("create %T %s: %w", o, o.GetName(), err)
 		}
 	}
-	exp := int64((24 * time.Hour).Seconds())
-	tok, err := l.Kube.CoreV1().ServiceAccounts(SystemNamespace).CreateToken(ctx, name,
-		&authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	tok, err := l.Kube.CoreV1().ServiceAccounts(SystemNamespace).CreateToken(ctx, name, auth.TokenRequest(24*time.Hour), metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("token for %s/%s: %w", SystemNamespace, name, err)
 	}

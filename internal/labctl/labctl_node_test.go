@@ -70,12 +70,22 @@ func TestNodeLabUpRunsItsGuideAndDownLeavesNothing(t *testing.T) {
 	if code, body := httpGet(t, graph, ""); code != http.StatusUnauthorized {
 		t.Errorf("GET %s without a token: %d %.300s, want 401", graph, code, body)
 	}
-	token, err := exec.Command("kubectl", "--kubeconfig", filepath.Join(dir, "admin.kubeconfig"), "-n", "meshnet", "create", "token", "meshnet-operator").Output()
-	if err != nil {
-		t.Fatalf("kubectl create token meshnet-operator: %v", err)
+	createToken := func(args ...string) string {
+		t.Helper()
+		args = append([]string{"--kubeconfig", filepath.Join(dir, "admin.kubeconfig"), "-n", "meshnet", "create", "token", "meshnet-operator"}, args...)
+		out, err := exec.Command("kubectl", args...).Output()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v", strings.Join(args, " "), err)
+		}
+		return strings.TrimSpace(string(out))
 	}
+	// The operator's token for the API server is no good to meshnetd.
+	if code, body := httpGet(t, graph, createToken()); code != http.StatusUnauthorized || !strings.Contains(body, "audience meshnetd") {
+		t.Errorf("GET %s with a token for the API server: %d %.300s, want 401 naming audience meshnetd", graph, code, body)
+	}
+	token := createToken("--audience", "meshnetd")
 	var g struct{ Nodes, Edges []struct{ ID string } }
-	if code, body := httpGet(t, graph, strings.TrimSpace(string(token))); code != http.StatusOK || json.Unmarshal([]byte(body), &g) != nil || len(g.Nodes) != 3 || len(g.Edges) != 2 {
+	if code, body := httpGet(t, graph, token); code != http.StatusOK || json.Unmarshal([]byte(body), &g) != nil || len(g.Nodes) != 3 || len(g.Edges) != 2 {
 		t.Errorf("GET %s: %d %.300s, want line-3's 3 pods and 2 links", graph, code, body)
 	}
 

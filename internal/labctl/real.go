@@ -264,7 +264,7 @@ func (g realGuide) String(ctx context.Context) (string, error) {
 			w("  CA=%s   # meshnetd's CA: kubectl -n meshnet get configmap meshnet-ca -o jsonpath='{.data.ca\\.crt}'", g.caFile)
 			grpcTLS, curlTLS, scheme = "-cacert $CA", "--cacert $CA ", "https"
 		}
-		w("  TOKEN=$(kubectl -n meshnet create token meshnet-operator)")
+		w("  TOKEN=$(kubectl -n meshnet create token meshnet-operator --audience meshnetd)")
 		w(`  %s %s -H "authorization: Bearer $TOKEN" -d '{"namespace":"%s","pod":"%s","interface":"%s","state":"LINK_STATE_DOWN"}' %s:%d meshnet.v1.LinkService/SetLinkState`,
 			grpcurl, grpcTLS, g.ns, local.Name, local.Intf, hostIP, lab.GRPCPort)
 		w(`  curl -s %s-H "authorization: Bearer $TOKEN" %s://%s:%d/v1/namespaces/%s/pods/%s/links   # reads need a token too`, curlTLS, scheme, hostIP, lab.HTTPPort, g.ns, local.Name)
@@ -283,7 +283,7 @@ func (g realGuide) String(ctx context.Context) (string, error) {
 			scheme = "https"
 		}
 		w("%s", pageLine(scheme, hostIP, g.ns))
-		w("Paste a token into the page's token field: kubectl -n meshnet create token meshnet-operator (any token that may list the namespace's Topologies).")
+		w("Paste a token into the page's token field: kubectl -n meshnet create token meshnet-operator --audience meshnetd (any token that may list the namespace's Topologies).")
 		if g.caFile != "" {
 			w("The page's certificate is signed by meshnet's own CA, %s: import it into your browser, or accept its warning.", g.caFile)
 		}

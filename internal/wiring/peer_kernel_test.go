@@ -15,11 +15,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/internal/auth"
 	"github.com/meshnet/meshnet/internal/lab/labnet"
 	"github.com/meshnet/meshnet/internal/links"
 )
@@ -51,7 +51,7 @@ func TestKernelPeerServiceNeedsAuthorisedToken(t *testing.T) {
 		}
 	}
 	must(lab.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: "intruder"}}))
-	tok, err := lab.Kube.CoreV1().ServiceAccounts("lab").CreateToken(ctx, "intruder", &authnv1.TokenRequest{}, metav1.CreateOptions{})
+	tok, err := lab.Kube.CoreV1().ServiceAccounts("lab").CreateToken(ctx, "intruder", auth.TokenRequest(0), metav1.CreateOptions{})
 	must(err)
 
 	req := &meshnetv1.CreateRemoteEndRequest{

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -65,7 +64,7 @@ func Cluster(t testing.TB, namespace string) Tokens {
 	token := func(name string) string {
 		_, err := cs.CoreV1().ServiceAccounts(namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 		must(err)
-		tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authnv1.TokenRequest{}, metav1.CreateOptions{})
+		tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, auth.TokenRequest(0), metav1.CreateOptions{})
 		must(err)
 		return tr.Status.Token
 	}

@@ -267,7 +267,7 @@ async function get(path) {
   if (!resp.ok) {
     const why = body.message || resp.statusText;
     const hint = resp.status === 401 || resp.status === 403
-      ? ` (paste a token that may list the namespace's Topologies, e.g. kubectl -n meshnet create token meshnet-operator)` : '';
+      ? ` (paste a token that may list the namespace's Topologies, e.g. kubectl -n meshnet create token meshnet-operator --audience meshnetd)` : '';
     throw new Error(`GET ${path}: ${resp.status} ${why}` + hint);
   }
   return body;
