@@ -139,31 +139,12 @@ func TestNodeMeshnetAsInstalled(t *testing.T) {
 	})
 	t.Run("VXLANAcrossNodes", func(t *testing.T) {
 		ns := "vxlan"
-		nodes := c.Nodes()
-		// The Topologies first, then one pod per node, the other node
-		// cordoned while each is scheduled.
-		applyManifest(t, c, ns, strings.SplitN(twoRouters, "- apiVersion: v1\n", 2)[0])
-		kubectl(t, c, "cordon", nodes[1].Name)
-		applyManifest(t, c, ns, routerPod("r1"))
-		waitRunning(t, c, ns, "r1")
-		kubectl(t, c, "uncordon", nodes[1].Name)
-		kubectl(t, c, "cordon", nodes[0].Name)
-		applyManifest(t, c, ns, routerPod("r2"))
-		waitRunning(t, c, ns, "r2")
-		kubectl(t, c, "uncordon", nodes[0].Name)
-		r1, r2 := pod(t, c, ns, "r1"), pod(t, c, ns, "r2")
-		if r1.Spec.NodeName == r2.Spec.NodeName {
-			t.Fatalf("r1 and r2 both on %s: want two nodes", r1.Spec.NodeName)
-		}
-		ping(t, c, ns, "r1", "12.12.12.2")
-		ping(t, c, ns, "r2", "12.12.12.1")
-		waitLinkKind(t, c, ns, "r1", v1beta1.LinkKindVXLAN)
-		waitLinkKind(t, c, ns, "r2", v1beta1.LinkKindVXLAN)
-
+		routersAcrossNodes(t, c, ns)
 		waitAPIServiceAvailable(t, c, relayapi.APIService)
 		editor, viewer := userKubeconfig(t, c, ns, "edit"), userKubeconfig(t, c, ns, "view")
 		t.Run("CaptureThroughTheAPIServer", func(t *testing.T) { captureThroughAPIServer(t, c, ns, editor, viewer) })
 		t.Run("RuntimeChangesThroughTheAPIServer", func(t *testing.T) { runtimeChangesThroughAPIServer(t, c, ns, editor, viewer) })
+		t.Run("FloodOnOneNode", func(t *testing.T) { floodOnOneNode(t, c, ns, editor) })
 	})
 	t.Run("MacvlanToTheNodeNIC", func(t *testing.T) {
 		ns := "macvlan"
@@ -191,6 +172,31 @@ func TestNodeMeshnetAsInstalled(t *testing.T) {
 			t.Errorf("r3's eth2 lacks 172.17.0.199/16:\n%s", out)
 		}
 	})
+}
+
+// routersAcrossNodes runs twoRouters in namespace ns, r1 and r2 on two
+// nodes (the Topologies first, then one pod per node, the other node
+// cordoned while each is scheduled), linked by VXLAN and pinging.
+func routersAcrossNodes(t testing.TB, c *kubecluster.Cluster, ns string) {
+	t.Helper()
+	nodes := c.Nodes()
+	applyManifest(t, c, ns, strings.SplitN(twoRouters, "- apiVersion: v1\n", 2)[0])
+	kubectl(t, c, "cordon", nodes[1].Name)
+	applyManifest(t, c, ns, routerPod("r1"))
+	waitRunning(t, c, ns, "r1")
+	kubectl(t, c, "uncordon", nodes[1].Name)
+	kubectl(t, c, "cordon", nodes[0].Name)
+	applyManifest(t, c, ns, routerPod("r2"))
+	waitRunning(t, c, ns, "r2")
+	kubectl(t, c, "uncordon", nodes[0].Name)
+	r1, r2 := pod(t, c, ns, "r1"), pod(t, c, ns, "r2")
+	if r1.Spec.NodeName == r2.Spec.NodeName {
+		t.Fatalf("r1 and r2 both on %s: want two nodes", r1.Spec.NodeName)
+	}
+	ping(t, c, ns, "r1", "12.12.12.2")
+	ping(t, c, ns, "r2", "12.12.12.1")
+	waitLinkKind(t, c, ns, "r1", v1beta1.LinkKindVXLAN)
+	waitLinkKind(t, c, ns, "r2", v1beta1.LinkKindVXLAN)
 }
 
 // captureThroughAPIServer runs kubectl meshnet capture as users of the
@@ -510,7 +516,7 @@ func lastLine(s string) string {
 
 // waitAPIServiceAvailable waits until the API server reports the
 // APIService Available: it reaches the relay and reads its discovery.
-func waitAPIServiceAvailable(t *testing.T, c *kubecluster.Cluster, name string) {
+func waitAPIServiceAvailable(t testing.TB, c *kubecluster.Cluster, name string) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
@@ -527,7 +533,7 @@ func waitAPIServiceAvailable(t *testing.T, c *kubecluster.Cluster, name string) 
 
 // userKubeconfig writes the kubeconfig of a new user (a client certificate)
 // bound to ClusterRole role in namespace ns, and returns its path.
-func userKubeconfig(t *testing.T, c *kubecluster.Cluster, ns, role string) string {
+func userKubeconfig(t testing.TB, c *kubecluster.Cluster, ns, role string) string {
 	t.Helper()
 	name := ns + "-" + role
 	u, err := c.ControlPlane.Env.AddUser(envtest.User{Name: name}, nil)
@@ -647,7 +653,7 @@ spec:
 // waitLinkKind waits until the status of the Topology name (written by
 // meshnet-controller from what meshnetd read in the kernel) reports its
 // first link up, with carrier, of kind.
-func waitLinkKind(t *testing.T, c *kubecluster.Cluster, ns, name string, kind v1beta1.LinkKind) {
+func waitLinkKind(t testing.TB, c *kubecluster.Cluster, ns, name string, kind v1beta1.LinkKind) {
 	t.Helper()
 	var topo v1beta1.Topology
 	deadline := time.Now().Add(60 * time.Second)
@@ -666,7 +672,7 @@ func waitLinkKind(t *testing.T, c *kubecluster.Cluster, ns, name string, kind v1
 	}
 }
 
-func kubectl(t *testing.T, c *kubecluster.Cluster, args ...string) string {
+func kubectl(t testing.TB, c *kubecluster.Cluster, args ...string) string {
 	t.Helper()
 	out, err := c.Kubectl(context.Background(), args...)
 	if err != nil {
@@ -676,7 +682,7 @@ func kubectl(t *testing.T, c *kubecluster.Cluster, args ...string) string {
 }
 
 // applyManifest applies a manifest in namespace ns, creating ns.
-func applyManifest(t *testing.T, c *kubecluster.Cluster, ns, manifest string) {
+func applyManifest(t testing.TB, c *kubecluster.Cluster, ns, manifest string) {
 	t.Helper()
 	if err := c.Namespace(context.Background(), ns); err != nil {
 		t.Fatal(err)
@@ -688,7 +694,7 @@ func applyManifest(t *testing.T, c *kubecluster.Cluster, ns, manifest string) {
 	kubectl(t, c, "-n", ns, "apply", "-f", f)
 }
 
-func waitRunning(t *testing.T, c *kubecluster.Cluster, ns string, pods ...string) {
+func waitRunning(t testing.TB, c *kubecluster.Cluster, ns string, pods ...string) {
 	t.Helper()
 	args := append([]string{"-n", ns, "wait", "--for=condition=Ready", "--timeout=180s"}, prefixed("pod/", pods)...)
 	if _, err := c.Kubectl(context.Background(), args...); err != nil {
@@ -697,7 +703,7 @@ func waitRunning(t *testing.T, c *kubecluster.Cluster, ns string, pods ...string
 	}
 }
 
-func ping(t *testing.T, c *kubecluster.Cluster, ns, pod, addr string) {
+func ping(t testing.TB, c *kubecluster.Cluster, ns, pod, addr string) {
 	t.Helper()
 	out, err := c.Kubectl(context.Background(), "-n", ns, "exec", pod, "--", "ping", "-c", "3", "-W", "2", addr)
 	if err != nil {
@@ -708,7 +714,7 @@ func ping(t *testing.T, c *kubecluster.Cluster, ns, pod, addr string) {
 	}
 }
 
-func pod(t *testing.T, c *kubecluster.Cluster, ns, name string) *corev1.Pod {
+func pod(t testing.TB, c *kubecluster.Cluster, ns, name string) *corev1.Pod {
 	t.Helper()
 	var p corev1.Pod
 	if err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
@@ -717,7 +723,7 @@ func pod(t *testing.T, c *kubecluster.Cluster, ns, name string) *corev1.Pod {
 	return &p
 }
 
-func podsOf(t *testing.T, c *kubecluster.Cluster, ns, selector string) []corev1.Pod {
+func podsOf(t testing.TB, c *kubecluster.Cluster, ns, selector string) []corev1.Pod {
 	t.Helper()
 	var list corev1.PodList
 	sel, err := labels.Parse(selector)
@@ -1100,12 +1106,12 @@ func waitManaged(t *testing.T, c *kubecluster.Cluster, ns, name string, want boo
 	}
 }
 
-func waitOperstate(t *testing.T, c *kubecluster.Cluster, ns, pod, intf, want string) {
+func waitOperstate(t testing.TB, c *kubecluster.Cluster, ns, pod, intf, want string) {
 	t.Helper()
 	waitOperstateWithin(t, c, ns, pod, intf, want, 30*time.Second)
 }
 
-func waitOperstateWithin(t *testing.T, c *kubecluster.Cluster, ns, pod, intf, want string, within time.Duration) {
+func waitOperstateWithin(t testing.TB, c *kubecluster.Cluster, ns, pod, intf, want string, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {

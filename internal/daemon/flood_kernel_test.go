@@ -8,32 +8,19 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/internal/daemon/daemontest"
 	"github.com/meshnet/meshnet/internal/lab/labnet"
 	"github.com/meshnet/meshnet/internal/proccpu"
 )
-
-// endless is a body of spaces that never ends.
-type endless struct{}
-
-func (endless) Read(p []byte) (int, error) {
-	for i := range p {
-		p[i] = ' '
-	}
-	return len(p), nil
-}
 
 // flood is what TestKernelDaemonFlood and BenchmarkKernelDaemonFlood
 // measure: while callers without a valid token send rate requests a
@@ -41,11 +28,11 @@ func (endless) Read(p []byte) (int, error) {
 // them keep 100 MB bodies going (announced and chunked), the operator
 // pulls r1's cable and puts it back through REST, again and again.
 type flood struct {
-	sent, refused atomic.Int64
-	changes       []time.Duration // of the operator's calls
-	failed        []string
-	peakKiB       int           // node-a meshnetd's VmHWM after the flood
-	cpu           time.Duration // node-a meshnetd's processor time during it
+	daemontest.Flood
+	changes []time.Duration // of the operator's calls
+	failed  []string
+	peakKiB int           // node-a meshnetd's VmHWM after the flood
+	cpu     time.Duration // node-a meshnetd's processor time during it
 }
 
 func runFlood(t testing.TB, l *lab, d time.Duration, perSecond int) *flood {
@@ -64,69 +51,19 @@ func runFlood(t testing.TB, l *lab, d time.Duration, perSecond int) *flood {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	links := meshnetv1.NewLinkServiceClient(conn)
 
-	f := &flood{}
+	f := &flood{Flood: daemontest.Flood{
+		Web: web, URL: base, Links: meshnetv1.NewLinkServiceClient(conn), PerSecond: perSecond,
+		Pull: &meshnetv1.SetLinkStateRequest{Namespace: ns, Pod: "r1", Interface: "eth1", State: meshnetv1.LinkState_LINK_STATE_DOWN},
+	}}
 	cpuBefore, err := proccpu.Of(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	put := func(token string, body io.Reader, length int64) (int, error) {
-		req, err := http.NewRequestWithContext(ctx, "PUT", base, body)
-		if err != nil {
-			return 0, err
-		}
-		req.ContentLength = length
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := web.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode, nil
-	}
 	var wg sync.WaitGroup
-	var n atomic.Int64
-	garbage := func() string { return fmt.Sprintf("garbage-%d-%d", time.Now().UnixNano(), n.Add(1)) }
-	// Callers without a valid token, at perSecond.
-	limit := rate.NewLimiter(rate.Limit(perSecond), perSecond/10)
-	for w := range 32 {
-		wg.Go(func() {
-			for limit.Wait(ctx) == nil {
-				f.sent.Add(1)
-				if w%4 == 0 {
-					md := metadata.Pairs("authorization", "Bearer "+garbage())
-					_, err := links.SetLinkState(metadata.NewOutgoingContext(ctx, md),
-						&meshnetv1.SetLinkStateRequest{Namespace: ns, Pod: "r1", Interface: "eth1", State: meshnetv1.LinkState_LINK_STATE_DOWN})
-					if err != nil {
-						f.refused.Add(1)
-					}
-					continue
-				}
-				if code, err := put(garbage(), strings.NewReader(`{"state":"LINK_STATE_DOWN"}`), -1); err == nil && code != 200 {
-					f.refused.Add(1)
-				}
-			}
-		})
-	}
-	// 8 callers with 100 MB bodies, half announced, half chunked.
-	for w := range 8 {
-		wg.Go(func() {
-			length := int64(100 << 20)
-			if w%2 == 1 {
-				length = -1
-			}
-			for ctx.Err() == nil {
-				f.sent.Add(1)
-				if code, err := put(garbage(), io.LimitReader(endless{}, 100<<20), length); err == nil && code != 200 {
-					f.refused.Add(1)
-				}
-			}
-		})
-	}
+	wg.Go(func() { f.Run(ctx) })
 	// The operator, meanwhile, with a token meshnetd has not seen: once the
 	// flood has taken every review a new token may have.
 	time.Sleep(time.Second)
@@ -177,11 +114,7 @@ func peakKiB(t testing.TB, n *labnet.Node) int {
 	return int(peak >> 10)
 }
 
-func (f *flood) p(q float64) time.Duration {
-	s := slices.Clone(f.changes)
-	slices.Sort(s)
-	return s[min(len(s)-1, int(q*float64(len(s))))]
-}
+func (f *flood) p(q float64) time.Duration { return daemontest.Percentile(f.changes, q) }
 
 // TestKernelDaemonFlood: a flood of callers without a valid token (REST
 // and gRPC, new tokens each time, 100 MB bodies announced and chunked)
@@ -192,12 +125,12 @@ func TestKernelDaemonFlood(t *testing.T) {
 	l := newLab(t)
 	f := runFlood(t, l, 8*time.Second, 1000)
 	t.Logf("flood: %d requests sent, %d refused; operator: %d changes, p50 %v, p99 %v; meshnetd VmHWM %d KiB, %.1f CPU-s",
-		f.sent.Load(), f.refused.Load(), len(f.changes), f.p(0.5), f.p(0.99), f.peakKiB, f.cpu.Seconds())
+		f.Sent.Load(), f.Refused.Load(), len(f.changes), f.p(0.5), f.p(0.99), f.peakKiB, f.cpu.Seconds())
 	if len(f.failed) > 0 {
 		t.Errorf("the operator's changes during the flood failed:\n%s", strings.Join(f.failed, "\n"))
 	}
-	if f.refused.Load() < f.sent.Load()/2 {
-		t.Errorf("only %d of %d flood requests were refused", f.refused.Load(), f.sent.Load())
+	if f.Refused.Load() < f.Sent.Load()/2 {
+		t.Errorf("only %d of %d flood requests were refused", f.Refused.Load(), f.Sent.Load())
 	}
 	if f.peakKiB > 128<<10 {
 		t.Errorf("meshnetd's VmHWM reached %d KiB during the flood, more than 128 MiB", f.peakKiB)
@@ -213,7 +146,7 @@ func BenchmarkKernelDaemonFlood(b *testing.B) {
 	for range b.N {
 		l := newLab(b)
 		f := runFlood(b, l, 30*time.Second, 1000)
-		b.ReportMetric(float64(f.sent.Load())/30, "flood-req/s")
+		b.ReportMetric(float64(f.Sent.Load())/30, "flood-req/s")
 		b.ReportMetric(float64(f.p(0.5).Milliseconds()), "p50-ms")
 		b.ReportMetric(float64(f.p(0.99).Milliseconds()), "p99-ms")
 		b.ReportMetric(float64(f.peakKiB)/1024, "VmHWM-MiB")
