@@ -144,6 +144,7 @@ func TestNodeMeshnetAsInstalled(t *testing.T) {
 		editor, viewer := userKubeconfig(t, c, ns, "edit"), userKubeconfig(t, c, ns, "view")
 		t.Run("CaptureThroughTheAPIServer", func(t *testing.T) { captureThroughAPIServer(t, c, ns, editor, viewer) })
 		t.Run("RuntimeChangesThroughTheAPIServer", func(t *testing.T) { runtimeChangesThroughAPIServer(t, c, ns, editor, viewer) })
+		t.Run("HostileCallsChangeNothing", func(t *testing.T) { hostileCallsChangeNothing(t, c, ns) })
 		t.Run("FloodOnOneNode", func(t *testing.T) { floodOnOneNode(t, c, ns, editor) })
 	})
 	t.Run("MacvlanToTheNodeNIC", func(t *testing.T) {
@@ -832,7 +833,7 @@ func TestNodeLinksThroughPodLifecycle(t *testing.T) {
 		// daemons' calls to each other and the controller's carry tokens,
 		// and none may cross it in clear.
 		grpcurl := filepath.Join(os.Getenv("MESHNET_NODE_BIN"), "grpcurl")
-		token := strings.TrimSpace(kubectl(t, c, "-n", "meshnet", "create", "token", "meshnet-operator"))
+		token := strings.TrimSpace(kubectl(t, c, "-n", "meshnet", "create", "token", "meshnet-operator", "--audience", "meshnetd"))
 		caFile := filepath.Join(t.TempDir(), "meshnet-ca.crt")
 		if err := os.WriteFile(caFile, []byte(kubectl(t, c, "-n", "meshnet", "get", "configmap", "meshnet-ca", "-o", `jsonpath={.data.ca\.crt}`)), 0o644); err != nil {
 			t.Fatal(err)
@@ -978,6 +979,8 @@ func TestNodeLinksThroughPodLifecycle(t *testing.T) {
 		ping(t, c, ns, "r1-0", "12.12.12.2")
 		ping(t, c, ns, "r2-0", "12.12.12.1")
 	})
+
+	t.Run("WidePodsSurviveMeshnetdKills", func(t *testing.T) { widePodsSurviveKills(t, c, "chaos", 1024) })
 }
 
 // statefulSets is meshnet-cni's StatefulSet form (tests/2node-sts.yml

@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -96,13 +97,8 @@ func floodNode(t testing.TB, c *kubecluster.Cluster, ns, editor string, d time.D
 	pid := meshnetdPID(t, node.Name)
 	t.Logf("%s's meshnetd (pid %d) before the flood: VmHWM %d KiB", node.Name, pid, vmHWM(t, pid))
 
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM([]byte(kubectl(t, c, "-n", "meshnet", "get", "configmap", "meshnet-ca", "-o", `jsonpath={.data.ca\.crt}`))) {
-		t.Fatal("ConfigMap meshnet/meshnet-ca holds no certificate")
-	}
-	tlsConfig := &tls.Config{RootCAs: roots, ServerName: node.IP.String()}
-	web := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig, MaxIdleConnsPerHost: 64}, Timeout: 30 * time.Second}
-	base := fmt.Sprintf("https://%s:51112/v1/namespaces/%s/pods/r1/links/eth1/state", node.IP, ns)
+	tlsConfig, web, base := meshnetdHTTPS(t, c, node)
+	base += fmt.Sprintf("/v1/namespaces/%s/pods/r1/links/eth1/state", ns)
 	conn, err := grpc.NewClient(fmt.Sprintf("%s:51111", node.IP), grpc.WithTransportCredentials(credentials.NewTLS(tlsConfig)), daemonclient.MessageSizes())
 	if err != nil {
 		t.Fatal(err)
@@ -206,4 +202,115 @@ func vmHWM(t testing.TB, pid int) int {
 		t.Fatal(err)
 	}
 	return int(st.VmHWM >> 10)
+}
+
+// meshnetdHTTPS is a client of node's meshnetd over TLS, trusting meshnet's
+// CA as installed, and its HTTP port's base URL.
+func meshnetdHTTPS(t testing.TB, c *kubecluster.Cluster, node *kubecluster.Node) (*tls.Config, *http.Client, string) {
+	t.Helper()
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM([]byte(kubectl(t, c, "-n", "meshnet", "get", "configmap", "meshnet-ca", "-o", `jsonpath={.data.ca\.crt}`))) {
+		t.Fatal("ConfigMap meshnet/meshnet-ca holds no certificate")
+	}
+	cfg := &tls.Config{RootCAs: roots, ServerName: node.IP.String()}
+	web := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg, MaxIdleConnsPerHost: 64}, Timeout: time.Minute}
+	return cfg, web, fmt.Sprintf("https://%s:51112", node.IP)
+}
+
+// hostileCallsChangeNothing calls r1's node's meshnetd directly, over TLS
+// as installed, as callers it must refuse: without a token, with a token
+// for the API server, with a token of another namespace's editor, and
+// with bodies too large or too slow. Each is refused, saying why, and r1's
+// link is as it was.
+func hostileCallsChangeNothing(t *testing.T, c *kubecluster.Cluster, ns string) {
+	ctx := context.Background()
+	node := c.Node(pod(t, c, ns, "r1").Spec.NodeName)
+	_, web, base := meshnetdHTTPS(t, c, node)
+	if err := c.Namespace(ctx, "stranger"); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{ns, "stranger"} {
+		kubectl(t, c, "-n", n, "create", "serviceaccount", "operator")
+		kubectl(t, c, "-n", n, "create", "rolebinding", "operator", "--clusterrole", "edit", "--serviceaccount", n+":operator")
+	}
+	token := func(n string, args ...string) string {
+		return strings.TrimSpace(kubectl(t, c, append([]string{"-n", n, "create", "token", "operator"}, args...)...))
+	}
+	operator, forAPIServer, stranger := token(ns, "--audience", "meshnetd"), token(ns), token("stranger", "--audience", "meshnetd")
+	links := fmt.Sprintf("%s/v1/namespaces/%s/pods/r1/links", base, ns)
+	state := links + "/eth1/state"
+	call := func(method, url, token string, body io.Reader, length int64) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, method, url, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.ContentLength = length
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := web.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(out)
+	}
+	pull := `{"state":"LINK_STATE_DOWN"}`
+
+	// A body that never arrives, started first: it takes meshnetd's 30 s.
+	slow := make(chan string, 1)
+	go func() {
+		r, w := io.Pipe()
+		defer w.Close()
+		go w.Write([]byte(`{"state":`))
+		start := time.Now()
+		code, body := call("PUT", state, operator, r, int64(len(pull)))
+		slow <- fmt.Sprintf("%d after %v: %.200s", code, time.Since(start).Round(time.Second), body)
+	}()
+
+	if code, body := call("GET", links, operator, nil, 0); code != http.StatusOK {
+		t.Fatalf("GET %s as the namespace's operator: %d %.300s, want 200", links, code, body)
+	}
+	for _, tc := range []struct {
+		what, method, token string
+		body                string
+		want                int
+		says                string
+	}{
+		{"a read without a token", "GET", "", "", http.StatusUnauthorized, "authorization: Bearer"},
+		{"a read with the operator's token for the API server", "GET", forAPIServer, "", http.StatusUnauthorized, "audience meshnetd"},
+		{"a read with another namespace's editor's token", "GET", stranger, "", http.StatusForbidden, "stranger"},
+		{"a cable pull with another namespace's editor's token", "PUT", stranger, pull, http.StatusForbidden, "stranger"},
+		{"a cable pull with the operator's token for the API server", "PUT", forAPIServer, pull, http.StatusUnauthorized, "audience meshnetd"},
+	} {
+		url := links
+		var body io.Reader
+		if tc.method == "PUT" {
+			url, body = state, strings.NewReader(tc.body)
+		}
+		code, out := call(tc.method, url, tc.token, body, int64(len(tc.body)))
+		t.Logf("%s: %d %.300s", tc.what, code, out)
+		if code != tc.want || !strings.Contains(out, tc.says) {
+			t.Errorf("%s: %d %.300s, want %d saying %q", tc.what, code, out, tc.want, tc.says)
+		}
+	}
+	// Bodies past the largest legal request, announced and chunked.
+	big := int64(meshnetv1.MaxRESTBodyBytes + 1)
+	if code, out := call("PUT", state, operator, daemontest.Spaces(big), big); code != http.StatusBadRequest || !strings.Contains(out, "at most") {
+		t.Errorf("an announced body of %d bytes: %d %.300s, want 400 naming the limit", big, code, out)
+	}
+	if code, out := call("PUT", state, operator, daemontest.Spaces(big), -1); code < 400 || code >= 500 {
+		t.Errorf("a chunked body of %d bytes: %d %.300s, want refused as the caller's mistake (4xx)", big, code, out)
+	}
+	got := <-slow
+	t.Logf("a body that never arrives: %s", got)
+	if !strings.HasPrefix(got, "4") {
+		t.Errorf("a body that never arrives: %s, want refused (4xx) once meshnetd's time for a body is over", got)
+	}
+	// Nothing changed: r1's cable is in, at both ends.
+	for _, p := range []string{"r1", "r2"} {
+		waitOperstate(t, c, ns, p, "eth1", "up")
+	}
 }

@@ -71,7 +71,7 @@ func (f *Flood) Run(ctx context.Context) {
 			}
 			for ctx.Err() == nil {
 				f.Sent.Add(1)
-				if code, err := f.put(ctx, io.LimitReader(spaces{}, BodyBytes), length); err == nil && code != http.StatusOK {
+				if code, err := f.put(ctx, Spaces(BodyBytes), length); err == nil && code != http.StatusOK {
 					f.Refused.Add(1)
 				}
 			}
@@ -100,7 +100,9 @@ func (f *Flood) put(ctx context.Context, body io.Reader, length int64) (int, err
 	return resp.StatusCode, nil
 }
 
-// spaces is a body of spaces that never ends.
+// Spaces is a body of n spaces (valid JSON whitespace, never a request).
+func Spaces(n int64) io.Reader { return io.LimitReader(spaces{}, n) }
+
 type spaces struct{}
 
 func (spaces) Read(p []byte) (int, error) {

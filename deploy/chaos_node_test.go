@@ -1,0 +1,300 @@
+//go:build node
+
+package deploy_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/kubecluster"
+	"github.com/meshnet/meshnet/internal/kubecluster/kubeclustertest"
+)
+
+// widePair is two pods, r1 on one node and r2 on the other, joined by n
+// VXLAN links: link i is interface e<i> at both ends, 10.200.0.0/16 cut
+// into /30s, r1 the first address of its /30 and r2 the second.
+type widePair struct {
+	c      *kubecluster.Cluster
+	ns     string
+	n      int
+	nodes  [2]*kubecluster.Node // r1's and r2's
+	before [2][]string          // each node's VXLAN devices before the pair
+}
+
+func linkAddr(i, host int) netip.Prefix {
+	base := netip.MustParseAddr("10.200.0.0").As4()
+	off := i*4 + host
+	base[2], base[3] = byte(off>>8), byte(off)
+	return netip.PrefixFrom(netip.AddrFrom4(base), 30)
+}
+
+func (w *widePair) topology(name, peer string, host int, mtu *int32) *v1beta1.Topology {
+	t := &v1beta1.Topology{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}}
+	for i := range w.n {
+		intf := fmt.Sprintf("e%d", i)
+		t.Spec.Links = append(t.Spec.Links, v1beta1.Link{UID: i + 1, PeerPod: peer, LocalIntf: intf, PeerIntf: intf,
+			LocalIP: linkAddr(i, host).String(), PeerIP: linkAddr(i, 3-host).String(), MTU: mtu})
+	}
+	return t
+}
+
+// vxlans lists the VXLAN devices in node's network namespace.
+func vxlans(t testing.TB, node *kubecluster.Node) []string {
+	t.Helper()
+	out, err := exec.Command("nsenter", "--net="+node.Netns, "--", "ip", "-o", "link", "show", "type", "vxlan").Output()
+	if err != nil {
+		t.Fatalf("VXLAN devices of %s: %v", node.Name, err)
+	}
+	var names []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if f := strings.Fields(line); len(f) > 1 {
+			names = append(names, strings.SplitN(strings.TrimSuffix(f[1], ":"), "@", 2)[0])
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// newWidePair applies the pair's Topologies and pods, the pods pinned to two
+// nodes, and returns at once.
+func newWidePair(t testing.TB, c *kubecluster.Cluster, ns string, n int) *widePair {
+	t.Helper()
+	ctx := context.Background()
+	nodes := c.Nodes()
+	w := &widePair{c: c, ns: ns, n: n, nodes: [2]*kubecluster.Node{nodes[0], nodes[1]}}
+	for i, node := range w.nodes {
+		w.before[i] = vxlans(t, node)
+	}
+	if err := c.Namespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	for _, topo := range []*v1beta1.Topology{w.topology("r1", "r2", 1, nil), w.topology("r2", "r1", 2, nil)} {
+		if err := c.Client.Create(ctx, topo); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, name := range []string{"r1", "r2"} {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: corev1.PodSpec{
+				NodeName:                      w.nodes[i].Name,
+				TerminationGracePeriodSeconds: ptr.To[int64](0),
+				Containers: []corev1.Container{{Name: "pod", Image: "alpine",
+					Command: []string{"/bin/sh", "-c", "sleep 2000000000000"}}},
+			},
+		}
+		if err := c.Client.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return w
+}
+
+// waitReady waits until both Topologies' statuses say Ready at their
+// generation with n links of mtu (0: the default, 1500), and then checks
+// the pods' kernels: every link there, up, with its mtu, and a sample of
+// links pinging.
+func (w *widePair) waitReady(t testing.TB, within time.Duration, mtu int32) time.Duration {
+	t.Helper()
+	if mtu == 0 {
+		mtu = 1500
+	}
+	start := time.Now()
+	deadline := start.Add(within)
+	for _, name := range []string{"r1", "r2"} {
+		for {
+			var topo v1beta1.Topology
+			err := w.c.Client.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: name}, &topo)
+			ready := meta.FindStatusCondition(topo.Status.Conditions, v1beta1.ConditionReady)
+			if err == nil && ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == topo.Generation &&
+				topo.Status.ObservedGeneration == topo.Generation && len(topo.Status.Links) == w.n &&
+				!slices.ContainsFunc(topo.Status.Links, func(l v1beta1.LinkStatus) bool { return l.MTU != mtu }) {
+				break
+			}
+			if time.Now().After(deadline) {
+				summary := fmt.Sprintf("%v", err)
+				if ready != nil {
+					summary = fmt.Sprintf("Ready=%s (%s: %.300s) at generation %d of %d, %d links", ready.Status, ready.Reason, ready.Message, ready.ObservedGeneration, topo.Generation, len(topo.Status.Links))
+				}
+				t.Fatalf("%s/%s not Ready with %d links of mtu %d within %v: %s", w.ns, name, w.n, mtu, within, summary)
+			}
+			time.Sleep(time.Second)
+		}
+	}
+	took := time.Since(start)
+	for _, name := range []string{"r1", "r2"} {
+		out := kubectl(t, w.c, "-n", w.ns, "exec", name, "--", "ip", "-o", "link", "show")
+		got := map[string]string{}
+		for _, line := range strings.Split(out, "\n") {
+			f := strings.Fields(line)
+			if len(f) < 5 {
+				continue
+			}
+			intf := strings.SplitN(strings.TrimSuffix(f[1], ":"), "@", 2)[0]
+			got[intf] = f[2] + " mtu " + f[4]
+		}
+		var wrong []string
+		for i := range w.n {
+			intf := fmt.Sprintf("e%d", i)
+			if s, ok := got[intf]; !ok || !strings.Contains(s, ",UP") || !strings.HasSuffix(s, fmt.Sprintf(" mtu %d", mtu)) {
+				wrong = append(wrong, fmt.Sprintf("%s: %q", intf, s))
+			}
+		}
+		if len(wrong) > 0 {
+			t.Fatalf("%s's kernel, its status Ready: %d of %d links missing or not as specified (mtu %d, up): %s", name, len(wrong), w.n, mtu, strings.Join(wrong[:min(len(wrong), 10)], ", "))
+		}
+	}
+	for _, i := range []int{0, w.n / 2, w.n - 1} {
+		ping(t, w.c, w.ns, "r1", linkAddr(i, 2).Addr().String())
+	}
+	return took
+}
+
+// setMTU edits every link of both Topologies.
+func (w *widePair) setMTU(t testing.TB, mtu int32) {
+	t.Helper()
+	for i, name := range []string{"r1", "r2"} {
+		var topo v1beta1.Topology
+		if err := w.c.Client.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: name}, &topo); err != nil {
+			t.Fatal(err)
+		}
+		want := w.topology(name, []string{"r2", "r1"}[i], i+1, &mtu)
+		topo.Spec.Links = want.Spec.Links
+		if err := w.c.Client.Update(context.Background(), &topo); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// delete removes the namespace, runs meanwhile, and checks, once it is gone, that neither
+// node holds anything of it: no VXLAN device beyond those before the pair,
+// no record in meshnetd's pod store.
+func (w *widePair) delete(t testing.TB, within time.Duration, meanwhile func()) time.Duration {
+	t.Helper()
+	ctx := context.Background()
+	start := time.Now()
+	if err := w.c.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.ns}}); err != nil {
+		t.Fatal(err)
+	}
+	meanwhile()
+	deadline := start.Add(within)
+	for {
+		err := w.c.Client.Get(ctx, client.ObjectKey{Name: w.ns}, &corev1.Namespace{})
+		left := apierrors.IsNotFound(err)
+		for i, node := range w.nodes {
+			left = left && slices.Equal(vxlans(t, node), w.before[i]) && len(records(t, node, w.ns)) == 0
+		}
+		if left {
+			return time.Since(start)
+		}
+		if time.Now().After(deadline) {
+			for i, node := range w.nodes {
+				now := vxlans(t, node)
+				extra := slices.DeleteFunc(slices.Clone(now), func(d string) bool { return slices.Contains(w.before[i], d) })
+				t.Errorf("%s, %v after namespace %s was deleted: %d VXLAN devices not there before (%.200v), records %v",
+					node.Name, within, w.ns, len(extra), extra, records(t, node, w.ns))
+			}
+			t.FailNow()
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// netnsFiles lists the network namespaces the node's runtime made for its
+// sandboxes (the node's /run/netns).
+func netnsFiles(t testing.TB, node *kubecluster.Node) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(node.Dir, "netns", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// records lists what meshnetd keeps of namespace ns's pods on node: its
+// pod store and its runtime link state (--state-dir's pods and links).
+func records(t testing.TB, node *kubecluster.Node, ns string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(node.Dir, "meshnet", "lib", "*", ns+"_*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// killMeshnetd kills node's meshnetd with SIGKILL, as an OOM kill does,
+// at a random moment within window, and returns once it is killed.
+func killMeshnetd(t testing.TB, node *kubecluster.Node, window time.Duration) {
+	t.Helper()
+	time.Sleep(time.Duration(rand.Int64N(int64(window))))
+	pid := meshnetdPID(t, node.Name)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill %s's meshnetd (pid %d): %v", node.Name, pid, err)
+	}
+	t.Logf("killed %s's meshnetd (pid %d)", node.Name, pid)
+}
+
+// widePodsSurviveKills wires, edits and deletes two pods joined by n VXLAN
+// links across two nodes, killing a meshnetd at a random moment of each:
+// r1's node's while wiring, the far node's during the edit of every link,
+// r1's node's again during teardown. Each time the pods end up Ready with
+// every link as specified (the kernel read back, pings over a sample of
+// links), and teardown leaves nothing on either node.
+func widePodsSurviveKills(t testing.TB, c *kubecluster.Cluster, ns string, n int) (wire, edit, teardown time.Duration) {
+	sandboxes := netnsFiles(t, c.Nodes()[0])
+	w := newWidePair(t, c, ns, n)
+	// Once r1's sandbox has its network namespace, its ADD is under way.
+	deadline := time.Now().Add(2 * time.Minute)
+	for len(netnsFiles(t, w.nodes[0])) <= len(sandboxes) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no sandbox of r1 on %s within 2 minutes", w.nodes[0].Name)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	killMeshnetd(t, w.nodes[0], 3*time.Second)
+	wire = w.waitReady(t, 5*time.Minute, 0)
+	t.Logf("%d links: Ready %v after r1's node's meshnetd was killed while wiring", n, wire.Round(time.Second))
+
+	w.setMTU(t, 1400)
+	killMeshnetd(t, w.nodes[1], 2*time.Second)
+	edit = w.waitReady(t, 5*time.Minute, 1400)
+	t.Logf("%d links: every link's mtu edited, Ready %v after the far node's meshnetd was killed during the edit", n, edit.Round(time.Second))
+
+	teardown = w.delete(t, 5*time.Minute, func() { killMeshnetd(t, w.nodes[0], 2*time.Second) })
+	t.Logf("%d links: namespace gone, nothing left on either node %v after its deletion (r1's node's meshnetd killed during it)", n, teardown.Round(time.Second))
+	return wire, edit, teardown
+}
+
+// BenchmarkNodeWidePodKills runs widePodsSurviveKills at 1,024 links and
+// reports how long each phase took to converge after its kill.
+func BenchmarkNodeWidePodKills(b *testing.B) {
+	ctx := context.Background()
+	c := kubeclustertest.New(b, 2)
+	if err := c.Install(ctx, overlay); err != nil {
+		b.Fatalf("install meshnet: %v", err)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		wire, edit, teardown := widePodsSurviveKills(b, c, fmt.Sprintf("chaos-%d", i), 1024)
+		b.ReportMetric(wire.Seconds(), "wire-s")
+		b.ReportMetric(edit.Seconds(), "edit-s")
+		b.ReportMetric(teardown.Seconds(), "teardown-s")
+	}
+}
