@@ -306,8 +306,8 @@ func hostileCallsChangeNothing(t *testing.T, c *kubecluster.Cluster, ns string) 
 	}
 	got := <-slow
 	t.Logf("a body that never arrives: %s", got)
-	if !strings.HasPrefix(got, "4") {
-		t.Errorf("a body that never arrives: %s, want refused (4xx) once meshnetd's time for a body is over", got)
+	if !strings.HasPrefix(got, "400 ") || !strings.Contains(got, "not received within 30s") {
+		t.Errorf("a body that never arrives: %s, want 400 saying it was not received within meshnetd's 30s", got)
 	}
 	// Nothing changed: r1's cable is in, at both ends.
 	for _, p := range []string{"r1", "r2"} {

@@ -2,6 +2,10 @@ package gateway
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
 	"net/http"
 	"time"
 
@@ -66,10 +70,26 @@ func (b Bodies) guard(next http.Handler, gw *runtime.ServeMux, m runtime.Marshal
 			return
 		}
 		defer inFlight.Release(weight)
-		r.Body = http.MaxBytesReader(w, r.Body, b.Max)
+		r.Body = timedBody{http.MaxBytesReader(w, r.Body, b.Max), b.Timeout}
 		// Not supported by every connection (HTTP/2 before the body's
 		// first read is one that is): then the server's own timeouts hold.
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(b.Timeout))
 		next.ServeHTTP(w, r)
 	})
+}
+
+// timedBody says, of a body that did not arrive within Bodies.Timeout, just
+// that: the error the connection gives ("read tcp ...: i/o timeout")
+// names neither the body nor the limit.
+type timedBody struct {
+	io.ReadCloser
+	timeout time.Duration
+}
+
+func (b timedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		err = fmt.Errorf("request body not received within %v, meshnetd's time for a body", b.timeout)
+	}
+	return n, err
 }

@@ -118,8 +118,8 @@ func TestBodiesBounded(t *testing.T) {
 	done := make(chan struct{})
 	defer close(done)
 	start := time.Now()
-	if code, body := put(t, f.url, "good", &stalled{done: done}, 512<<10); code != 400 || time.Since(start) > 5*time.Second {
-		t.Errorf("a stalled body: HTTP %d %s after %v, want 400 after the 300ms timeout", code, body, time.Since(start))
+	if code, body := put(t, f.url, "good", &stalled{done: done}, 512<<10); code != 400 || !strings.Contains(body, "not received within 300ms") || time.Since(start) > 5*time.Second {
+		t.Errorf("a stalled body: HTTP %d %s after %v, want 400 saying it was not received within the 300ms timeout", code, body, time.Since(start))
 	}
 
 	// One stalled body of 1 MiB in flight; a second one is past the 1.25 MiB.
