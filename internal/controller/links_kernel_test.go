@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/lab/labnet"
 	"github.com/meshnet/meshnet/internal/links"
 )
 
@@ -205,4 +206,34 @@ func BenchmarkKernelAddVXLANToFirstPing(b *testing.B) {
 	}
 	b.StopTimer()
 	reportLatencies(b, "adds", lat)
+}
+
+// TestKernelLostLinksAreMadeAgain deletes links from running pods'
+// namespaces, as a crash between the kernel's change and meshnetd's record,
+// or someone's ip link delete, leaves them: r1's veth to r2 (both ends go)
+// and r3's end of its VXLAN to r1, on the other node. At the controller's
+// next pass over the pods each is wired again, carries pings, and the
+// statuses say Ready.
+func TestKernelLostLinksAreMadeAgain(t *testing.T) {
+	p := newPair(t)
+	for _, c := range []struct {
+		pod  *labnet.Pod
+		intf string
+	}{{p.r1, "eth1"}, {p.r3, "eth1"}} {
+		if out, err := c.pod.Run("ip", "link", "del", c.intf); err != nil {
+			t.Fatalf("ip link del %s in %s: %v\n%s", c.intf, c.pod.Name, err, out)
+		}
+	}
+	// The controller's resync (10s in this lab) finds them lost.
+	waitMade(t, p.r1.Netns, "eth1", 30*time.Second, up)
+	waitMade(t, p.r2.Netns, "eth1", 30*time.Second, up)
+	waitMade(t, p.r3.Netns, "eth1", 30*time.Second, up)
+	for _, ip := range []string{"10.0.1.2", "10.0.2.2"} {
+		if err := pings(p.r1, ip, 3); err != nil {
+			t.Error(err)
+		}
+	}
+	for _, name := range []string{"r1", "r2", "r3"} {
+		waitStatus(t, p.lab, name, 30*time.Second, converged)
+	}
 }

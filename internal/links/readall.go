@@ -72,6 +72,21 @@ func ReadAll(ns *Netns) (map[string]Interface, error) {
 	return out, nil
 }
 
+// Names lists the interfaces in ns, with one netlink dump and nothing
+// decoded beyond their names' links: what a check that a pod's links are
+// all there needs.
+func Names(ns *Netns) (map[string]bool, error) {
+	var names map[string]bool
+	_, err := retryDump(func() ([]struct{}, error) {
+		names = map[string]bool{}
+		return nil, ns.eachLink(func(l netlink.Link) { names[l.Attrs().Name] = true })
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list links in netns %s: %w", ns.path, err)
+	}
+	return names, nil
+}
+
 // eachLink dumps the links of n, handing each to f as its message is
 // decoded, so that a read of every interface holds their states, not every
 // link decoded and the kernel's messages for them at once: LinkList holds

@@ -62,16 +62,23 @@ func (w *Wirer) SyncLinks(ctx context.Context, k podstore.Key, generation int64)
 	if topo != nil {
 		want = topo.Spec.Links
 	}
-	add, drop := linkChanges(rec.Links, want)
-	if len(add) == 0 && len(drop) == 0 {
-		return nil
-	}
 	log := w.log.With("pod", k.String(), "container_id", rec.ContainerID)
 	ns, err := links.OpenNetns(rec.Netns)
 	if err != nil {
 		return fmt.Errorf("pod %s: %w", k, err)
 	}
 	defer ns.Close()
+	names, err := links.Names(ns)
+	if err != nil {
+		return fmt.Errorf("pod %s: %w", k, err)
+	}
+	add, drop, lost := linkChanges(rec.Links, want, names)
+	for _, l := range lost {
+		log.Warn("link lost from the pod's network namespace: wiring it again", "link", l.UID, "intf", l.LocalIntf, "peer", l.PeerPod)
+	}
+	if len(add) == 0 && len(drop) == 0 {
+		return nil
+	}
 
 	var failed []string
 	// Removals first: a link moved to another peer may keep its interface.
@@ -118,13 +125,13 @@ func (w *Wirer) SyncLinks(ctx context.Context, k podstore.Key, generation int64)
 	return nil
 }
 
-// linkChanges compares a pod's recorded links with its Topology's: the
-// links to wire (new, or changed in interface or peer) and the recorded
-// links to remove (gone, or changed).
-func linkChanges(have []podstore.Link, want []v1beta1.Link) (add []v1beta1.Link, drop []podstore.Link) {
-	same := func(h podstore.Link, l v1beta1.Link) bool {
-		return h.LocalIntf == l.LocalIntf && h.PeerPod == l.PeerPod && h.PeerIntf == l.PeerIntf
-	}
+// linkChanges compares a pod's recorded links with its Topology's and
+// with the interfaces its namespace holds (names): the links to wire (new,
+// changed in interface or peer, or wired once and lost since: a crash
+// between the kernel's change and the record's, or an ip link delete) and
+// the recorded links to remove (gone, or changed). lost are those of add
+// that were lost.
+func linkChanges(have []podstore.Link, want []v1beta1.Link, names map[string]bool) (add []v1beta1.Link, drop []podstore.Link, lost []v1beta1.Link) {
 	byUID := map[int]v1beta1.Link{}
 	for _, l := range want {
 		byUID[l.UID] = l
@@ -137,11 +144,22 @@ func linkChanges(have []podstore.Link, want []v1beta1.Link) (add []v1beta1.Link,
 		}
 	}
 	for _, l := range want {
-		if h, ok := recorded[l.UID]; !ok || !same(h, l) {
+		h, ok := recorded[l.UID]
+		switch {
+		case !ok || !same(h, l):
 			add = append(add, l)
+		case h.Kind != "" && !names[l.LocalIntf]:
+			// Wired once (a link waiting for its peer has no kind, and
+			// no interface yet), gone since.
+			add, lost = append(add, l), append(lost, l)
 		}
 	}
-	return add, drop
+	return add, drop, lost
+}
+
+// same tells whether recorded link h is l as the Topology has it now.
+func same(h podstore.Link, l v1beta1.Link) bool {
+	return h.LocalIntf == l.LocalIntf && h.PeerPod == l.PeerPod && h.PeerIntf == l.PeerIntf
 }
 
 // unwireLink removes a pod's end of one recorded link and, for a VXLAN,
