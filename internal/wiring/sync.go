@@ -3,7 +3,9 @@ package wiring
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -80,17 +82,8 @@ func (w *Wirer) SyncLinks(ctx context.Context, k podstore.Key, generation int64)
 		return nil
 	}
 
-	var failed []string
 	// Removals first: a link moved to another peer may keep its interface.
-	dropped := map[int]bool{}
-	for _, l := range drop {
-		if err := w.unwireLink(ctx, k, ns, l); err != nil {
-			failed = append(failed, err.Error())
-			continue
-		}
-		dropped[l.UID] = true
-		log.Info("link removed from a running pod", "link", l.UID, "intf", l.LocalIntf, "peer", l.PeerPod)
-	}
+	dropped, failed := w.unwireLinks(ctx, k, ns, drop, log)
 	ws := w.wireLinks(ctx, pod{key: k, ns: ns, topo: topo}, add, log)
 	failed = append(failed, ws.failed...)
 	wiredLinks := ws.records
@@ -162,19 +155,47 @@ func same(h podstore.Link, l v1beta1.Link) bool {
 	return h.LocalIntf == l.LocalIntf && h.PeerPod == l.PeerPod && h.PeerIntf == l.PeerIntf
 }
 
-// unwireLink removes a pod's end of one recorded link and, for a VXLAN,
-// the peer's end on its node; a veth's peer end goes with it. A peer node
-// that does not answer fails it, with the link still recorded, so that the
-// next pass tries again.
-func (w *Wirer) unwireLink(ctx context.Context, k podstore.Key, ns *links.Netns, l podstore.Link) error {
-	remote, err := w.deleteLocalEnd(k, ns, l)
-	if err != nil || !remote {
-		return err
+// unwireLinks removes a pod's ends of recorded links and, for VXLANs, the
+// peers' ends on their nodes, remoteCallsInFlight calls at a time as DEL
+// removes them (a Topology deleted before its 1,024-link pod took 30 s
+// one call at a time); a veth's peer end goes with it. It returns the
+// links removed, and the failures: a peer node that does not answer fails its link, with
+// the link still recorded, so that the next pass tries again.
+func (w *Wirer) unwireLinks(ctx context.Context, k podstore.Key, ns *links.Netns, ls []podstore.Link, log *slog.Logger) (dropped map[int]bool, failed []string) {
+	var (
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, remoteCallsInFlight)
+	)
+	dropped = map[int]bool{}
+	done := func(l podstore.Link, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			failed = append(failed, err.Error())
+			return
+		}
+		dropped[l.UID] = true
+		log.Info("link removed from a running pod", "link", l.UID, "intf", l.LocalIntf, "peer", l.PeerPod)
 	}
-	if err := w.deleteRemoteEnd(ctx, k, l); err != nil {
-		return fmt.Errorf("link %d (%s): its peer's end: %w", l.UID, l.LocalIntf, err)
+	for _, l := range ls {
+		remote, err := w.deleteLocalEnd(k, ns, l)
+		if err != nil || !remote {
+			done(l, err)
+			continue
+		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if err := w.deleteRemoteEnd(ctx, k, l); err != nil {
+				done(l, fmt.Errorf("link %d (%s): its peer's end: %w", l.UID, l.LocalIntf, err))
+				return
+			}
+			done(l, nil)
+		})
 	}
-	return nil
+	wg.Wait()
+	return dropped, failed
 }
 
 // deleteLocalEnd removes a pod's end of a recorded link (a veth's peer end
