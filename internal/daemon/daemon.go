@@ -45,8 +45,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
-	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
-	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -59,6 +57,7 @@ import (
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/access"
 	"github.com/meshnet/meshnet/internal/auth"
 	"github.com/meshnet/meshnet/internal/cniconf"
 	"github.com/meshnet/meshnet/internal/cniplugin"
@@ -135,63 +134,6 @@ type Config struct {
 	KubeQPS   float32
 	KubeBurst int
 	Log       *slog.Logger
-}
-
-// PeerPolicy guards PeerService: the caller must be allowed to patch the
-// status of Topologies in the namespace of the pod whose end it asks for,
-// which meshnetd's service account is, and a pod's user is not.
-func PeerPolicy() auth.Policy {
-	access := func(ns func(any) string) auth.Access {
-		return auth.Access{Verb: "patch", Group: v1beta1.GroupVersion.Group, Resource: "topologies", Subresource: "status", Namespace: ns}
-	}
-	end := func(req any) string {
-		if r, ok := req.(interface{ GetEnd() *meshnetv1.LinkEnd }); ok {
-			return r.GetEnd().GetPod().GetNamespace()
-		}
-		return ""
-	}
-	// A batch acts in its ends' one namespace; ends of several namespaces
-	// ask for access in all of them ("").
-	ends := func(req any) string {
-		r, ok := req.(*meshnetv1.SetRemoteStatesRequest)
-		if !ok || len(r.GetEnds()) == 0 {
-			return ""
-		}
-		ns := end(r.GetEnds()[0])
-		for _, e := range r.GetEnds() {
-			if end(e) != ns {
-				return ""
-			}
-		}
-		return ns
-	}
-	return auth.Policy{
-		meshnetv1.PeerService_CreateRemoteEnd_FullMethodName: access(end),
-		meshnetv1.PeerService_DeleteRemoteEnd_FullMethodName: access(end),
-		meshnetv1.PeerService_SetRemoteState_FullMethodName:  access(end),
-		meshnetv1.PeerService_SetRemoteStates_FullMethodName: access(ends),
-	}
-}
-
-// Policy is meshnetd's whole access policy: PeerService for other daemons,
-// LinkService and DataService (reads open when readOpen), and the health and
-// reflection services open, so grpcurl works with nothing but the address.
-func Policy(readOpen bool) auth.Policy {
-	p := PeerPolicy()
-	for m, a := range linkserver.Policy(readOpen) {
-		p[m] = a
-	}
-	for m, a := range dataserver.Policy(readOpen) {
-		p[m] = a
-	}
-	for _, m := range []string{
-		healthpb.Health_Check_FullMethodName, healthpb.Health_Watch_FullMethodName, healthpb.Health_List_FullMethodName,
-		reflectionv1.ServerReflection_ServerReflectionInfo_FullMethodName,
-		reflectionv1alpha.ServerReflection_ServerReflectionInfo_FullMethodName,
-	} {
-		p[m] = auth.Access{}
-	}
-	return p
 }
 
 // loopback is the address the in-process gateway dials: the gRPC listener's
@@ -412,7 +354,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Resolver: &partition.Resolver{Reader: endpoints, Namespace: cfg.DaemonNamespace, Service: cfg.DaemonService, Port: "grpc"},
 	}})
 
-	policy := Policy(cfg.ReadOpen)
+	policy := access.Policy(cfg.ReadOpen)
 	issuer := auth.NewIssuer(func(ctx context.Context, path string) ([]byte, error) {
 		return kube.Discovery().RESTClient().Get().AbsPath(path).DoRaw(ctx)
 	}, log)

@@ -25,7 +25,6 @@ import (
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/auth"
 )
 
 // Config is what a Server reads from.
@@ -68,23 +67,6 @@ func New(cfg Config) *Server {
 		s.live = newLive(cfg.Links, timeout, ttl)
 	}
 	return s
-}
-
-// Policy is DataService's part of meshnetd's access policy: open to anyone
-// when readOpen, else the caller must be allowed to list the namespace's
-// Topologies.
-func Policy(readOpen bool) auth.Policy {
-	a := auth.Topologies("list")
-	if readOpen {
-		a = auth.Access{}
-	}
-	return auth.Policy{
-		meshnetv1.DataService_ListTopologies_FullMethodName: a,
-		meshnetv1.DataService_GetNodeGraph_FullMethodName:   a,
-		meshnetv1.DataService_ListGraphNodes_FullMethodName: a,
-		meshnetv1.DataService_ListGraphEdges_FullMethodName: a,
-		meshnetv1.DataService_GetGraphEdge_FullMethodName:   a,
-	}
 }
 
 func checkNamespace(ns string) error {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/meshnet/meshnet/internal/lab"
 	"github.com/meshnet/meshnet/internal/netem"
+	"github.com/meshnet/meshnet/internal/shaping"
 	"github.com/meshnet/meshnet/internal/topofile"
 )
 
@@ -157,7 +158,7 @@ func netemWorks() error {
 		return err
 	}
 	defer h.Close()
-	return netem.Apply(h, "probe0", netem.Spec{Delay: time.Millisecond})
+	return netem.Apply(h, "probe0", shaping.Spec{Delay: time.Millisecond})
 }
 
 // downCommand is the command that removes the lab in dir, as this machine

@@ -16,6 +16,7 @@ import (
 	"github.com/meshnet/meshnet/internal/links"
 	"github.com/meshnet/meshnet/internal/netem"
 	"github.com/meshnet/meshnet/internal/podstore"
+	"github.com/meshnet/meshnet/internal/shaping"
 )
 
 // linkPlan is one validated LinkSpec of an ApplyPod.
@@ -24,7 +25,7 @@ type linkPlan struct {
 	link  podstore.Link
 	wired bool   // the link exists on this node
 	why   string // why it is pending, when not wired
-	netem netem.Spec
+	netem shaping.Spec
 	// peer is the other end of a veth on this node, which an mtu sets too.
 	peer *podstore.Pod
 }
@@ -340,7 +341,7 @@ func (s *Server) convergeLink(n *podNetns, st *podState, p podstore.Pod, pl link
 	if pl.spec.GetNetem() != nil {
 		var c bool
 		var err error
-		if pl.netem == (netem.Spec{}) {
+		if pl.netem == (shaping.Spec{}) {
 			c, err = s.clearNetem(n, st, p, intf)
 		} else {
 			c, err = s.applyNetem(n, st, p, intf, pl.netem, true)

@@ -21,6 +21,7 @@ import (
 	"github.com/meshnet/meshnet/internal/links"
 	"github.com/meshnet/meshnet/internal/linkserver/linkservertest"
 	"github.com/meshnet/meshnet/internal/netem"
+	"github.com/meshnet/meshnet/internal/shaping"
 )
 
 // The VM has no API server: these stacks leave every method open. The
@@ -98,7 +99,7 @@ func TestVMSetNetemThroughAPI(t *testing.T) {
 
 	l := set(&meshnetv1.NetemSpec{Delay: durationpb.New(50 * time.Millisecond)})
 	if l.GetQdiscOwner() != meshnetv1.QdiscOwner_QDISC_OWNER_MESHNET || l.GetQdiscKind() != "netem" ||
-		l.GetNetem().GetDelay().AsDuration() != 50*time.Millisecond || l.GetNetem().GetLimitPackets() != netem.MinDefaultLimit {
+		l.GetNetem().GetDelay().AsDuration() != 50*time.Millisecond || l.GetNetem().GetLimitPackets() != shaping.MinDefaultLimit {
 		t.Fatalf("read back after delay 50ms: %v", l)
 	}
 	handle := qdisc(t, r1, "eth1").Handle

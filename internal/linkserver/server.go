@@ -37,6 +37,7 @@ import (
 	"github.com/meshnet/meshnet/internal/netem"
 	"github.com/meshnet/meshnet/internal/netemconv"
 	"github.com/meshnet/meshnet/internal/podstore"
+	"github.com/meshnet/meshnet/internal/shaping"
 )
 
 // RemoteEnds reaches the far end of a cross-node VXLAN link, which only the
@@ -464,7 +465,7 @@ func (s *Server) SetNetem(ctx context.Context, req *meshnetv1.SetNetemRequest) (
 	v.namespace(req.GetNamespace())
 	v.pod("pod", req.GetPod())
 	v.ifname("interface", req.GetInterface())
-	var spec netem.Spec
+	var spec shaping.Spec
 	if req.GetNetem() == nil {
 		v.add("netem", "required (ClearNetem removes shaping)")
 	} else {
@@ -541,7 +542,7 @@ func (s *Server) withLink(p podstore.Pod, intf string, change func(*podNetns, *p
 
 // applyNetem makes spec intf's shaping. With skipSame, a qdisc that already
 // reads back as spec is not touched (ApplyPod's idempotence).
-func (s *Server) applyNetem(n *podNetns, st *podState, p podstore.Pod, intf string, spec netem.Spec, skipSame bool) (bool, error) {
+func (s *Server) applyNetem(n *podNetns, st *podState, p podstore.Pod, intf string, spec shaping.Spec, skipSame bool) (bool, error) {
 	if skipSame {
 		cur, err := netem.Get(n.handle, intf)
 		if err == nil && cur.Owner == netem.OwnerMeshnet && cur.Undecoded == nil &&
@@ -577,9 +578,9 @@ func (s *Server) clearNetem(n *podNetns, st *podState, p podstore.Pod, intf stri
 // sameNetem reports whether the kernel's read-back got equals the effective
 // form of want (defaults resolved as Apply resolves them; the kernel does not
 // report the distribution).
-func sameNetem(got, want netem.Spec) bool {
+func sameNetem(got, want shaping.Spec) bool {
 	if want.Limit == 0 {
-		want.Limit = netem.DefaultLimit(want)
+		want.Limit = shaping.DefaultLimit(want)
 	}
 	if want.Reorder > 0 && want.Gap == 0 {
 		want.Gap = 1
@@ -724,7 +725,7 @@ func (s *Server) read(p podstore.Pod, only string, withRoutes bool) ([]*meshnetv
 			ls.LastError = joinMsg(ls.LastError, err.Error())
 			continue
 		}
-		fillQdisc(ls, q, netem.Distribution(st.Distribution[l.LocalIntf]))
+		fillQdisc(ls, q, shaping.Distribution(st.Distribution[l.LocalIntf]))
 	}
 	slices.SortFunc(out, func(a, b *meshnetv1.LinkStatus) int { return strings.Compare(a.Interface, b.Interface) })
 	if !withRoutes || only != "" {
@@ -826,7 +827,7 @@ var owners = map[netem.Owner]meshnetv1.QdiscOwner{
 
 // fillQdisc adds the root qdisc; dist is the distribution meshnet last
 // applied, which the kernel does not report.
-func fillQdisc(ls *meshnetv1.LinkStatus, q netem.State, dist netem.Distribution) {
+func fillQdisc(ls *meshnetv1.LinkStatus, q netem.State, dist shaping.Distribution) {
 	ls.QdiscOwner = owners[q.Owner]
 	ls.QdiscKind = q.Kind
 	ls.QdiscDrops = uint64(q.Stats.Drops)

@@ -12,8 +12,8 @@ import (
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/internal/links"
-	"github.com/meshnet/meshnet/internal/netem"
 	"github.com/meshnet/meshnet/internal/netemconv"
+	"github.com/meshnet/meshnet/internal/shaping"
 )
 
 // violations collects every invalid field of a request, so that one answer
@@ -101,7 +101,7 @@ func (v *violations) mtu(field string, mtu uint32) {
 
 // netemSpec converts and validates an API NetemSpec; field is its path in
 // the request ("netem", "links[0].netem").
-func (v *violations) netemSpec(field string, p *meshnetv1.NetemSpec) netem.Spec {
+func (v *violations) netemSpec(field string, p *meshnetv1.NetemSpec) shaping.Spec {
 	s, err := netemconv.FromProto(p)
 	for _, fe := range netemconv.Fields(err) {
 		if fe.Field != "" {

@@ -13,7 +13,7 @@ import (
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/links"
-	"github.com/meshnet/meshnet/internal/netem"
+	"github.com/meshnet/meshnet/internal/shaping"
 )
 
 func TestIfname(t *testing.T) {
@@ -82,15 +82,15 @@ func TestNetemSpecNamesAPIFields(t *testing.T) {
 	var v violations
 	got := v.netemSpec("netem", &meshnetv1.NetemSpec{Delay: ms(30), Jitter: ms(5), Distribution: meshnetv1.NetemDistribution_NETEM_DISTRIBUTION_NORMAL,
 		LossPercent: 1.5, RateBps: 8000, LimitPackets: 500})
-	want := netem.Spec{Delay: 30 * time.Millisecond, Jitter: 5 * time.Millisecond, Distribution: netem.DistributionNormal, Loss: 1.5, RateBps: 8000, Limit: 500}
+	want := shaping.Spec{Delay: 30 * time.Millisecond, Jitter: 5 * time.Millisecond, Distribution: shaping.DistributionNormal, Loss: 1.5, RateBps: 8000, Limit: 500}
 	if len(v) != 0 || got != want {
 		t.Fatalf("valid spec: %+v (%v), want %+v", got, v, want)
 	}
 }
 
 func TestSameNetem(t *testing.T) {
-	want := netem.Spec{Delay: 10 * time.Millisecond, Reorder: 5, Distribution: netem.DistributionNormal}
-	kernel := netem.Spec{Delay: 10 * time.Millisecond, Reorder: 5, Gap: 1, Limit: netem.DefaultLimit(want)}
+	want := shaping.Spec{Delay: 10 * time.Millisecond, Reorder: 5, Distribution: shaping.DistributionNormal}
+	kernel := shaping.Spec{Delay: 10 * time.Millisecond, Reorder: 5, Gap: 1, Limit: shaping.DefaultLimit(want)}
 	if !sameNetem(kernel, want) {
 		t.Fatal("kernel read-back with defaults resolved must equal the spec")
 	}
@@ -119,34 +119,6 @@ func TestRoutes(t *testing.T) {
 		"routes[4].gw", "routes[5]: needs gw or dev"} {
 		if !strings.Contains(msg, w) {
 			t.Errorf("%q lacks %q", msg, w)
-		}
-	}
-}
-
-func TestPolicyCoversLinkService(t *testing.T) {
-	for _, readOpen := range []bool{true, false} {
-		p := Policy(readOpen)
-		for _, m := range meshnetv1.LinkService_ServiceDesc.Methods {
-			name := "/" + meshnetv1.LinkService_ServiceDesc.ServiceName + "/" + m.MethodName
-			a, ok := p[name]
-			if !ok {
-				t.Fatalf("%s is not in the policy: it would be refused", name)
-			}
-			read := m.MethodName == "GetLink" || m.MethodName == "ListLinks"
-			want := "patch"
-			if read {
-				want = "list"
-			}
-			switch {
-			case read && readOpen:
-				if a.Verb != "" || a.Authenticated {
-					t.Errorf("%s with reads open: %+v, want open", name, a)
-				}
-			case a.Verb != want || a.Resource != "topologies" || a.Group != "networkop.co.uk":
-				t.Errorf("%s with reads open %v: %+v, want %s on topologies.networkop.co.uk", name, readOpen, a, want)
-			case a.Namespace(&meshnetv1.SetNetemRequest{Namespace: "lab"}) != "lab":
-				t.Errorf("%s: namespace not taken from the request", name)
-			}
 		}
 	}
 }

@@ -14,9 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
-	"github.com/meshnet/meshnet/internal/netem"
 	"github.com/meshnet/meshnet/internal/netemconv"
 	"github.com/meshnet/meshnet/internal/podstore"
+	"github.com/meshnet/meshnet/internal/shaping"
 )
 
 // Reader reads a pod's links back from the kernel (linkserver.Server's
@@ -47,7 +47,7 @@ type counterDesc struct {
 
 type netemDesc struct {
 	desc  *prometheus.Desc
-	value func(netem.Spec) float64
+	value func(shaping.Spec) float64
 }
 
 // NewLinks returns a collector of the links recorded in pods, read with
@@ -72,14 +72,14 @@ func NewLinks(pods *podstore.Store, read Reader, log *slog.Logger) *Links {
 	c.carrier = d("link_carrier", "1 when the link's interface has carrier (IFF_LOWER_UP).")
 	c.unreadable = prometheus.NewDesc("meshnet_links_unreadable", "Links of the pod store that could not be read from the kernel at this scrape (meshnetd logs why); they have no link metrics.", nil, nil)
 	c.netem = []netemDesc{
-		{d("netem_delay_seconds", "netem delay added to every packet leaving the interface."), func(s netem.Spec) float64 { return s.Delay.Seconds() }},
-		{d("netem_jitter_seconds", "netem jitter of the delay."), func(s netem.Spec) float64 { return s.Jitter.Seconds() }},
-		{d("netem_loss_percent", "netem random loss, percent."), func(s netem.Spec) float64 { return s.Loss }},
-		{d("netem_duplicate_percent", "netem duplication, percent."), func(s netem.Spec) float64 { return s.Duplicate }},
-		{d("netem_corrupt_percent", "netem corruption, percent."), func(s netem.Spec) float64 { return s.Corrupt }},
-		{d("netem_reorder_percent", "netem reordering, percent."), func(s netem.Spec) float64 { return s.Reorder }},
-		{d("netem_rate_bits_per_second", "netem egress rate limit; 0 is unlimited."), func(s netem.Spec) float64 { return float64(s.RateBps) }},
-		{d("netem_limit_packets", "netem queue limit."), func(s netem.Spec) float64 { return float64(s.Limit) }},
+		{d("netem_delay_seconds", "netem delay added to every packet leaving the interface."), func(s shaping.Spec) float64 { return s.Delay.Seconds() }},
+		{d("netem_jitter_seconds", "netem jitter of the delay."), func(s shaping.Spec) float64 { return s.Jitter.Seconds() }},
+		{d("netem_loss_percent", "netem random loss, percent."), func(s shaping.Spec) float64 { return s.Loss }},
+		{d("netem_duplicate_percent", "netem duplication, percent."), func(s shaping.Spec) float64 { return s.Duplicate }},
+		{d("netem_corrupt_percent", "netem corruption, percent."), func(s shaping.Spec) float64 { return s.Corrupt }},
+		{d("netem_reorder_percent", "netem reordering, percent."), func(s shaping.Spec) float64 { return s.Reorder }},
+		{d("netem_rate_bits_per_second", "netem egress rate limit; 0 is unlimited."), func(s shaping.Spec) float64 { return float64(s.RateBps) }},
+		{d("netem_limit_packets", "netem queue limit."), func(s shaping.Spec) float64 { return float64(s.Limit) }},
 	}
 	c.netemDrops = d("netem_drops_total", "Packets the root netem qdisc dropped (loss and queue overflow).")
 	return c

@@ -1,6 +1,10 @@
 package netem
 
-import "math"
+import (
+	"math"
+
+	"github.com/meshnet/meshnet/internal/shaping"
+)
 
 // Distribution tables as the kernel takes them (TCA_NETEM_DELAY_DIST):
 // distTableSize samples of the inverse CDF of a zero-centred distribution,
@@ -18,13 +22,13 @@ const (
 // one keeps the old table, an empty one is EINVAL), so a spec without a
 // distribution replaces it with one that behaves like the kernel's built-in
 // uniform jitter.
-func distTable(d Distribution) []int16 {
+func distTable(d shaping.Distribution) []int16 {
 	switch d {
-	case DistributionNormal:
+	case shaping.DistributionNormal:
 		return normalTable()
-	case DistributionPareto:
+	case shaping.DistributionPareto:
 		return paretoTable()
-	case DistributionParetoNormal:
+	case shaping.DistributionParetoNormal:
 		return paretoNormalTable()
 	default:
 		return uniformTable()

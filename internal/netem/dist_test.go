@@ -4,10 +4,12 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	"github.com/meshnet/meshnet/internal/shaping"
 )
 
 func TestDistTablesShape(t *testing.T) {
-	for _, d := range []Distribution{DistributionNone, DistributionUniform, DistributionNormal, DistributionPareto, DistributionParetoNormal} {
+	for _, d := range []shaping.Distribution{shaping.DistributionNone, shaping.DistributionUniform, shaping.DistributionNormal, shaping.DistributionPareto, shaping.DistributionParetoNormal} {
 		tab := distTable(d)
 		if len(tab) != distTableSize {
 			t.Errorf("%q: %d entries, want %d", d, len(tab), distTableSize)

@@ -34,6 +34,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/meshnet/meshnet/internal/shaping"
 )
 
 // Handle is the handle of meshnet's root netem qdisc, "4d4e:" ("MN").
@@ -97,7 +99,7 @@ type State struct {
 	// Spec is the effective shaping of a netem root, meshnet's or not. The
 	// kernel does not report the distribution table, so Distribution is
 	// always DistributionNone here.
-	Spec Spec
+	Spec shaping.Spec
 	// Undecoded is why Spec could not be read (go-tc knows no netem loss
 	// model or the qdisc's kind); Owner, Kind and Handle are still right.
 	Undecoded error
@@ -146,7 +148,7 @@ func (c *Conn) Close() error {
 }
 
 // Apply opens a Conn on ns for one Conn.Apply.
-func Apply(ns netns.NsHandle, dev string, s Spec) error {
+func Apply(ns netns.NsHandle, dev string, s shaping.Spec) error {
 	return with(ns, func(c *Conn) error { return c.Apply(dev, s) })
 }
 
@@ -177,7 +179,7 @@ func with(ns netns.NsHandle, f func(*Conn) error) error {
 // Apply makes s the shaping of dev: it adds meshnet's root netem qdisc in
 // place of the kernel's default one, or changes meshnet's in place. A
 // foreign root qdisc is left alone and reported as a *ForeignQdiscError.
-func (c *Conn) Apply(dev string, s Spec) error {
+func (c *Conn) Apply(dev string, s shaping.Spec) error {
 	if err := s.Validate(); err != nil {
 		return fmt.Errorf("set netem on %s: %w", dev, err)
 	}
@@ -318,9 +320,9 @@ func stats(a tc.Attribute) Stats {
 // is not sent. The distribution table (8 KiB) goes only with jitter: without
 // jitter the kernel does not use it, and whatever table it keeps is
 // replaced by the next spec with jitter.
-func netemObject(ifindex uint32, s Spec) *tc.Object {
+func netemObject(ifindex uint32, s shaping.Spec) *tc.Object {
 	if s.Limit == 0 {
-		s.Limit = DefaultLimit(s)
+		s.Limit = shaping.DefaultLimit(s)
 	}
 	gap := s.Gap
 	if s.Reorder > 0 && gap == 0 {
@@ -370,8 +372,8 @@ func netemObject(ifindex uint32, s Spec) *tc.Object {
 
 // decode is the Spec a kernel netem reports. It prefers the 64-bit
 // attributes, which kernels since 4.15 always send.
-func decode(n *tc.Netem) Spec {
-	s := Spec{
+func decode(n *tc.Netem) shaping.Spec {
+	s := shaping.Spec{
 		Limit:     n.Qopt.Limit,
 		Loss:      percent(n.Qopt.Loss),
 		Gap:       n.Qopt.Gap,

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshnet/meshnet/internal/shaping"
 )
 
 // This host's kernel has no sch_netem: Apply must say so once and clearly,
@@ -16,7 +18,7 @@ func TestKernelApplyWithoutNetem(t *testing.T) {
 	addVeth(t, n, "eth1", peer, "eth1")
 	c := openConn(t, n)
 
-	err := c.Apply("eth1", Spec{Delay: 10 * time.Millisecond, Loss: 1})
+	err := c.Apply("eth1", shaping.Spec{Delay: 10 * time.Millisecond, Loss: 1})
 	if !errors.Is(err, ErrNoNetem) {
 		t.Fatalf("Apply on a kernel without sch_netem: %v, want ErrNoNetem", err)
 	}
@@ -38,7 +40,7 @@ func TestKernelForeignQdiscLeftAlone(t *testing.T) {
 	c := openConn(t, n)
 
 	requireTbf(t, c, "eth1")
-	err := c.Apply("eth1", Spec{Delay: time.Millisecond})
+	err := c.Apply("eth1", shaping.Spec{Delay: time.Millisecond})
 	requireForeignErr(t, err, "eth1")
 	if !strings.Contains(err.Error(), "tbf 1:") {
 		t.Errorf("%q does not name the qdisc", err)
@@ -59,7 +61,7 @@ func TestKernelClearWithoutQdisc(t *testing.T) {
 
 func TestKernelMissingLink(t *testing.T) {
 	n := newNS(t)
-	err := Apply(handleOf(n), "nosuch0", Spec{})
+	err := Apply(handleOf(n), "nosuch0", shaping.Spec{})
 	if err == nil || !strings.Contains(err.Error(), "nosuch0") {
 		t.Fatalf("Apply on a missing link: %v", err)
 	}
@@ -68,8 +70,8 @@ func TestKernelMissingLink(t *testing.T) {
 // Validation happens before any netlink call.
 func TestKernelApplyRejectsInvalidSpec(t *testing.T) {
 	n := newNS(t)
-	var fe *FieldError
-	if err := Apply(handleOf(n), "lo", Spec{Loss: 200}); !errors.As(err, &fe) || fe.Field != "Loss" {
-		t.Fatalf("got %v, want a FieldError on Loss", err)
+	var fe *shaping.FieldError
+	if err := Apply(handleOf(n), "lo", shaping.Spec{Loss: 200}); !errors.As(err, &fe) || fe.Field != "Loss" {
+		t.Fatalf("got %v, want a shaping.FieldError on Loss", err)
 	}
 }

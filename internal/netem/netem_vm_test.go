@@ -11,11 +11,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshnet/meshnet/internal/shaping"
 )
 
 // full sets every field.
-var full = Spec{
-	Delay: 100 * time.Millisecond, Jitter: 10 * time.Millisecond, DelayCorrelation: 25, Distribution: DistributionNormal,
+var full = shaping.Spec{
+	Delay: 100 * time.Millisecond, Jitter: 10 * time.Millisecond, DelayCorrelation: 25, Distribution: shaping.DistributionNormal,
 	Loss: 1.5, LossCorrelation: 10, ECN: true,
 	Duplicate: 2, DuplicateCorrelation: 3,
 	Corrupt: 0.5, CorruptCorrelation: 4,
@@ -25,27 +27,27 @@ var full = Spec{
 
 // readBack is what Get reports for s: the effective limit and gap, and no
 // distribution (the kernel does not dump its table).
-func readBack(s Spec) Spec {
+func readBack(s shaping.Spec) shaping.Spec {
 	if s.Limit == 0 {
-		s.Limit = DefaultLimit(s)
+		s.Limit = shaping.DefaultLimit(s)
 	}
 	if s.Reorder > 0 && s.Gap == 0 {
 		s.Gap = 1
 	}
-	s.Distribution = DistributionNone
+	s.Distribution = shaping.DistributionNone
 	return s
 }
 
 func TestVMRoundTrip(t *testing.T) {
 	p := newPair(t)
-	for _, s := range []Spec{
+	for _, s := range []shaping.Spec{
 		{Delay: 10 * time.Millisecond},
 		full,
 		// Beyond the legacy u32 ticks (274.9 s) and u32 bytes/s rate.
-		{Delay: 300 * time.Second, Jitter: MaxJitter, Distribution: DistributionPareto, RateBps: 40_000_000_000},
+		{Delay: 300 * time.Second, Jitter: shaping.MaxJitter, Distribution: shaping.DistributionPareto, RateBps: 40_000_000_000},
 		{Loss: 33.333333, Duplicate: 0.000001, Corrupt: 99.999999, Limit: 1},
 		{Delay: time.Millisecond, Reorder: 10}, // gap 1, as tc
-		{Delay: 5 * time.Second, Jitter: time.Second, DelayCorrelation: 100, Distribution: DistributionParetoNormal, Limit: math.MaxUint32},
+		{Delay: 5 * time.Second, Jitter: time.Second, DelayCorrelation: 100, Distribution: shaping.DistributionParetoNormal, Limit: math.MaxUint32},
 		{},
 	} {
 		p.apply(t, s)
@@ -71,7 +73,7 @@ func TestVMChangeClearsRemovedFields(t *testing.T) {
 			t.Fatalf("tc does not show %q for the full spec:\n%s", w, shown)
 		}
 	}
-	small := Spec{Delay: 10 * time.Millisecond}
+	small := shaping.Spec{Delay: 10 * time.Millisecond}
 	p.apply(t, small)
 	if got, want := p.get(t).Spec, readBack(small); got != want {
 		t.Errorf("after the change Get = %+v, want %+v", got, want)
@@ -96,15 +98,15 @@ func TestVMKernelKeepsUnsentOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	obj := netemObject(ifindex, Spec{Delay: 10 * time.Millisecond})
+	obj := netemObject(ifindex, shaping.Spec{Delay: 10 * time.Millisecond})
 	n := obj.Netem
 	n.Corr, n.Reorder, n.Corrupt, n.Rate, n.Rate64, n.Ecn, n.Slot, n.DelayDist = nil, nil, nil, nil, nil, nil, nil, nil
 	if err := p.c.tc.Qdisc().Change(obj); err != nil {
 		t.Fatal(err)
 	}
 	got := p.get(t).Spec
-	kept := Spec{
-		Delay: 10 * time.Millisecond, Limit: DefaultLimit(Spec{Delay: 10 * time.Millisecond}),
+	kept := shaping.Spec{
+		Delay: 10 * time.Millisecond, Limit: shaping.DefaultLimit(shaping.Spec{Delay: 10 * time.Millisecond}),
 		// nested options, kept from full:
 		DelayCorrelation: full.DelayCorrelation, LossCorrelation: full.LossCorrelation, ECN: true,
 		DuplicateCorrelation: full.DuplicateCorrelation, Corrupt: full.Corrupt, CorruptCorrelation: full.CorruptCorrelation,
@@ -120,13 +122,13 @@ func TestVMKernelKeepsUnsentOptions(t *testing.T) {
 // on, and a flow loses no packet across 20 changes of delay.
 func TestVMChangeInPlaceLosesNothing(t *testing.T) {
 	p := newPair(t)
-	p.apply(t, Spec{Delay: 5 * time.Millisecond})
+	p.apply(t, shaping.Spec{Delay: 5 * time.Millisecond})
 	var errs []error
 	var packets []uint32
 	res := p.run(t, flow{count: 1500, size: 200, gap: time.Millisecond, during: func() {
 		time.Sleep(100 * time.Millisecond)
 		for i := range 20 {
-			if err := p.c.Apply(dev, Spec{Delay: time.Duration(5+i) * time.Millisecond}); err != nil {
+			if err := p.c.Apply(dev, shaping.Spec{Delay: time.Duration(5+i) * time.Millisecond}); err != nil {
 				errs = append(errs, err)
 			}
 			st, err := p.c.Get(dev)
@@ -162,7 +164,7 @@ func TestVMChangeInPlaceLosesNothing(t *testing.T) {
 // re-add, as tools that cannot change in place do, drops the queue.
 func TestVMDeleteAndAddDropsPackets(t *testing.T) {
 	p := newPair(t)
-	s := Spec{Delay: 20 * time.Millisecond}
+	s := shaping.Spec{Delay: 20 * time.Millisecond}
 	p.apply(t, s)
 	var errs []error
 	res := p.run(t, flow{count: 1000, size: 200, gap: time.Millisecond, during: func() {
@@ -184,7 +186,7 @@ func TestVMDeleteAndAddDropsPackets(t *testing.T) {
 func TestVMForeignTbfUntouched(t *testing.T) {
 	p := newPair(t)
 	addTbf(t, p.a, dev)
-	requireForeignErr(t, p.c.Apply(dev, Spec{Delay: time.Millisecond}), dev)
+	requireForeignErr(t, p.c.Apply(dev, shaping.Spec{Delay: time.Millisecond}), dev)
 	requireTbf(t, p.c, dev)
 	requireForeignErr(t, p.c.Clear(dev), dev)
 	requireTbf(t, p.c, dev)
@@ -202,7 +204,7 @@ func TestVMForeignNetemUntouched(t *testing.T) {
 		}
 	}
 	check()
-	if err := p.c.Apply(dev, Spec{}); !errors.Is(err, ErrForeignQdisc) || !strings.Contains(err.Error(), "netem 1:") {
+	if err := p.c.Apply(dev, shaping.Spec{}); !errors.Is(err, ErrForeignQdisc) || !strings.Contains(err.Error(), "netem 1:") {
 		t.Fatalf("Apply over a foreign netem: %v", err)
 	}
 	if err := p.c.Clear(dev); !errors.Is(err, ErrForeignQdisc) {
@@ -222,7 +224,7 @@ func TestVMUnknownLossModel(t *testing.T) {
 		t.Fatalf("foreign netem with gemodel: %+v", st)
 	}
 	t.Logf("undecoded: %v", st.Undecoded)
-	requireErrIs(t, p.c.Apply(dev, Spec{}), ErrForeignQdisc)
+	requireErrIs(t, p.c.Apply(dev, shaping.Spec{}), ErrForeignQdisc)
 	tcRun(t, p.a, "qdisc", "del", "dev", dev, "root")
 
 	tcRun(t, p.a, "qdisc", "add", "dev", dev, "root", "handle", "4d4e:", "netem", "delay", "1ms", "loss", "gemodel", "1%", "10%")
@@ -230,7 +232,7 @@ func TestVMUnknownLossModel(t *testing.T) {
 	if before.Owner != OwnerMeshnet || before.Undecoded == nil {
 		t.Fatalf("meshnet's netem with gemodel: %+v", before)
 	}
-	s := Spec{Delay: 5 * time.Millisecond, Loss: 2}
+	s := shaping.Spec{Delay: 5 * time.Millisecond, Loss: 2}
 	p.apply(t, s)
 	after := p.get(t)
 	if after.Undecoded != nil || after.Spec != readBack(s) || after.Handle != Handle {
@@ -243,7 +245,7 @@ func TestVMUnknownLossModel(t *testing.T) {
 
 func TestVMClearRemovesOnlyOurs(t *testing.T) {
 	p := newPair(t)
-	p.apply(t, Spec{Delay: time.Millisecond})
+	p.apply(t, shaping.Spec{Delay: time.Millisecond})
 	if err := p.c.Clear(dev); err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +279,7 @@ func TestVMDelay(t *testing.T) {
 	const delay = 50 * time.Millisecond
 	p := newPair(t)
 	base := median(p.rtts(t, 100, 5*time.Millisecond))
-	p.apply(t, Spec{Delay: delay})
+	p.apply(t, shaping.Spec{Delay: delay})
 	shaped := median(p.rtts(t, 100, 5*time.Millisecond))
 	added := shaped - base
 	t.Logf("RTT %v unshaped, %v with %v delay: +%v", base, shaped, delay, added)
@@ -289,7 +291,7 @@ func TestVMDelay(t *testing.T) {
 func TestVMLoss(t *testing.T) {
 	const n = 2000
 	p := newPair(t)
-	p.apply(t, Spec{Loss: 30})
+	p.apply(t, shaping.Spec{Loss: 30})
 	res := p.run(t, flow{count: n, size: 100, gap: 500 * time.Microsecond})
 	within4Sigma(t, "received at 30% loss", res.unique(), n, 0.7)
 }
@@ -297,7 +299,7 @@ func TestVMLoss(t *testing.T) {
 func TestVMDuplicate(t *testing.T) {
 	const n = 2000
 	p := newPair(t)
-	p.apply(t, Spec{Duplicate: 20})
+	p.apply(t, shaping.Spec{Duplicate: 20})
 	res := p.run(t, flow{count: n, size: 100, gap: 500 * time.Microsecond})
 	if res.unique() != n {
 		t.Errorf("received %d distinct of %d", res.unique(), n)
@@ -319,7 +321,7 @@ func TestVMCorrupt(t *testing.T) {
 		percent = 20
 	)
 	p := newPair(t)
-	p.apply(t, Spec{Corrupt: percent})
+	p.apply(t, shaping.Spec{Corrupt: percent})
 	res := p.run(t, flow{count: n, size: size, gap: 500 * time.Microsecond, noCheck: true})
 	lost := n - res.unique() - res.corrupted
 	t.Logf("sent %d: %d intact, %d with a corrupted payload, %d lost; receiver: Ip InHdrErrors %s, Udp InCsumErrors %s NoPorts %s",
@@ -337,7 +339,7 @@ func TestVMRate(t *testing.T) {
 	const rate = 10_000_000
 	p := newPair(t)
 	unshaped := p.tcpGoodput(t, 8<<20)
-	p.apply(t, Spec{RateBps: rate})
+	p.apply(t, shaping.Spec{RateBps: rate})
 	shaped := p.tcpGoodput(t, 3<<20)
 	t.Logf("TCP goodput %.1f Mbit/s unshaped, %.2f Mbit/s at rate 10mbit", unshaped/1e6, shaped/1e6)
 	if unshaped < 3*rate {
@@ -385,14 +387,14 @@ func TestVMDistribution(t *testing.T) {
 	isNormal := func(sh shape) bool { // P(Z < -1.1) = 13.6% each side
 		return sh.below > 0.06 && sh.above > 0.06
 	}
-	s := Spec{Delay: delay, Jitter: jitter}
+	s := shaping.Spec{Delay: delay, Jitter: jitter}
 
-	s.Distribution = DistributionNormal
+	s.Distribution = shaping.DistributionNormal
 	p.apply(t, s)
 	if sh := measure("normal"); !isNormal(sh) {
 		t.Errorf("normal: %+v; want ~13.6%% in each tail", sh)
 	}
-	s.Distribution = DistributionPareto
+	s.Distribution = shaping.DistributionPareto
 	p.apply(t, s)
 	// The table's minimum is -0.667 sigma, its median -0.32 sigma, and
 	// P(above 1.1 sigma) = 2.325^-3 = 8%.
@@ -400,8 +402,8 @@ func TestVMDistribution(t *testing.T) {
 		t.Errorf("pareto: %+v; want no low tail, ~8%% high, median mu-32ms", sh)
 	}
 	// A spec without jitter sends no table; the next with jitter does.
-	p.apply(t, Spec{Delay: delay})
-	s.Distribution = DistributionNone
+	p.apply(t, shaping.Spec{Delay: delay})
+	s.Distribution = shaping.DistributionNone
 	p.apply(t, s)
 	if sh := measure("none after pareto"); sh.below > 0.02 || sh.above > 0.02 || sh.median < mu-jitter/5 {
 		t.Errorf("none: %+v; want uniform within mu +/- sigma", sh)
@@ -411,13 +413,13 @@ func TestVMDistribution(t *testing.T) {
 	}
 
 	// The kernel fact: a change without a table keeps the old one.
-	s.Distribution = DistributionNormal
+	s.Distribution = shaping.DistributionNormal
 	p.apply(t, s)
 	ifindex, err := p.c.ifindex(dev)
 	if err != nil {
 		t.Fatal(err)
 	}
-	obj := netemObject(ifindex, Spec{Delay: delay, Jitter: jitter})
+	obj := netemObject(ifindex, shaping.Spec{Delay: delay, Jitter: jitter})
 	obj.Netem.DelayDist = nil
 	if err := p.c.tc.Qdisc().Change(obj); err != nil {
 		t.Fatal(err)
@@ -438,15 +440,15 @@ func TestVMDistribution(t *testing.T) {
 // The benchmarks change delay in place, as meshnetd would, through a Conn
 // kept per netns, through one opened per call, and through a tc process.
 func BenchmarkVMApplyConn(b *testing.B) {
-	benchmarkApply(b, func(p *pair, s Spec) error { return p.c.Apply(dev, s) }, false)
+	benchmarkApply(b, func(p *pair, s shaping.Spec) error { return p.c.Apply(dev, s) }, false)
 }
 
 func BenchmarkVMApplyConnJitterNormal(b *testing.B) {
-	benchmarkApply(b, func(p *pair, s Spec) error { return p.c.Apply(dev, s) }, true)
+	benchmarkApply(b, func(p *pair, s shaping.Spec) error { return p.c.Apply(dev, s) }, true)
 }
 
 func BenchmarkVMApplyOpenEach(b *testing.B) {
-	benchmarkApply(b, func(p *pair, s Spec) error { return Apply(handleOf(p.a), dev, s) }, false)
+	benchmarkApply(b, func(p *pair, s shaping.Spec) error { return Apply(handleOf(p.a), dev, s) }, false)
 }
 
 func BenchmarkVMApplyTCProcess(b *testing.B) {
@@ -457,12 +459,12 @@ func BenchmarkVMApplyTCProcessJitterNormal(b *testing.B) {
 	benchmarkApply(b, tcReplace, true)
 }
 
-func benchmarkApply(b *testing.B, apply func(*pair, Spec) error, jitter bool) {
+func benchmarkApply(b *testing.B, apply func(*pair, shaping.Spec) error, jitter bool) {
 	p := newPair(b)
-	spec := func(i int) Spec {
-		s := Spec{Delay: time.Duration(1+i%2) * time.Millisecond}
+	spec := func(i int) shaping.Spec {
+		s := shaping.Spec{Delay: time.Duration(1+i%2) * time.Millisecond}
 		if jitter {
-			s.Jitter, s.Distribution = time.Millisecond/2, DistributionNormal
+			s.Jitter, s.Distribution = time.Millisecond/2, shaping.DistributionNormal
 		}
 		return s
 	}
@@ -478,7 +480,7 @@ func benchmarkApply(b *testing.B, apply func(*pair, Spec) error, jitter bool) {
 }
 
 // tcReplace is what tools that shell out run.
-func tcReplace(p *pair, s Spec) error {
+func tcReplace(p *pair, s shaping.Spec) error {
 	args := []string{"-n", filepath.Base(p.a.Path()), "qdisc", "replace", "dev", dev, "root", "handle", "4d4e:", "netem",
 		"limit", "10000", "delay", fmt.Sprintf("%dus", s.Delay.Microseconds())}
 	if s.Jitter > 0 {

@@ -20,6 +20,8 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/meshnet/meshnet/internal/shaping"
 )
 
 // The vm tests shape dev in namespace a; the packets go a -> b over a veth.
@@ -75,7 +77,7 @@ func addNeigh(t testing.TB, h *netlink.Handle, l netlink.Link, a netip.Addr, mac
 	}
 }
 
-func (p *pair) apply(t testing.TB, s Spec) {
+func (p *pair) apply(t testing.TB, s shaping.Spec) {
 	t.Helper()
 	if err := p.c.Apply(dev, s); err != nil {
 		t.Fatal(err)

@@ -1,8 +1,8 @@
 // Package netemconv converts netem shaping between its three forms: the
 // Topology's netem block (human units: "50ms", "1%", "100mbit"), the gRPC
-// API's NetemSpec (typed units), and netem.Spec, the one the kernel code
+// API's NetemSpec (typed units), and shaping.Spec, the one the kernel code
 // takes and the hub of the conversions: every form converts to and from
-// netem.Spec, once each way, and every form is validated by netem.Spec's
+// shaping.Spec, once each way, and every form is validated by shaping.Spec's
 // Validate, so a block is valid in one form exactly when it is in the
 // others. Errors name the field as the form spells it.
 package netemconv
@@ -18,10 +18,10 @@ import (
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/netem"
+	"github.com/meshnet/meshnet/internal/shaping"
 )
 
-// topologyFields and protoFields name netem.Spec's fields as the Topology
+// topologyFields and protoFields name shaping.Spec's fields as the Topology
 // and the API spell them.
 var (
 	topologyFields = map[string]string{
@@ -40,26 +40,26 @@ var (
 		"Reorder": "reorder_percent", "ReorderCorrelation": "reorder_correlation_percent",
 		"Gap": "gap", "RateBps": "rate_bps", "Limit": "limit_packets", "ECN": "ecn",
 	}
-	protoDistributions = map[meshnetv1.NetemDistribution]netem.Distribution{
-		meshnetv1.NetemDistribution_NETEM_DISTRIBUTION_UNSPECIFIED:  netem.DistributionNone,
-		meshnetv1.NetemDistribution_NETEM_DISTRIBUTION_UNIFORM:      netem.DistributionUniform,
-		meshnetv1.NetemDistribution_NETEM_DISTRIBUTION_NORMAL:       netem.DistributionNormal,
-		meshnetv1.NetemDistribution_NETEM_DISTRIBUTION_PARETO:       netem.DistributionPareto,
-		meshnetv1.NetemDistribution_NETEM_DISTRIBUTION_PARETONORMAL: netem.DistributionParetoNormal,
+	protoDistributions = map[meshnetv1.NetemDistribution]shaping.Distribution{
+		meshnetv1.NetemDistribution_NETEM_DISTRIBUTION_UNSPECIFIED:  shaping.DistributionNone,
+		meshnetv1.NetemDistribution_NETEM_DISTRIBUTION_UNIFORM:      shaping.DistributionUniform,
+		meshnetv1.NetemDistribution_NETEM_DISTRIBUTION_NORMAL:       shaping.DistributionNormal,
+		meshnetv1.NetemDistribution_NETEM_DISTRIBUTION_PARETO:       shaping.DistributionPareto,
+		meshnetv1.NetemDistribution_NETEM_DISTRIBUTION_PARETONORMAL: shaping.DistributionParetoNormal,
 	}
 )
 
 // FromTopology converts and validates a Topology's netem block; nil is no
-// shaping. Each error is a *netem.FieldError naming the Topology's field
+// shaping. Each error is a *shaping.FieldError naming the Topology's field
 // ("delay_correlation: needs jitter").
-func FromTopology(n *v1beta1.Netem) (netem.Spec, error) {
-	var s netem.Spec
+func FromTopology(n *v1beta1.Netem) (shaping.Spec, error) {
+	var s shaping.Spec
 	if n == nil {
 		return s, nil
 	}
 	var errs []error
 	bad := func(field string, err error) {
-		errs = append(errs, &netem.FieldError{Field: field, Reason: err.Error()})
+		errs = append(errs, &shaping.FieldError{Field: field, Reason: err.Error()})
 	}
 	dur := func(field string, d *v1beta1.Duration, out *time.Duration) {
 		if d == nil {
@@ -85,7 +85,7 @@ func FromTopology(n *v1beta1.Netem) (netem.Spec, error) {
 	dur("jitter", n.Jitter, &s.Jitter)
 	pct("delay_correlation", n.DelayCorrelation, &s.DelayCorrelation)
 	if n.Distribution != nil {
-		s.Distribution = netem.Distribution(*n.Distribution)
+		s.Distribution = shaping.Distribution(*n.Distribution)
 	}
 	pct("loss", n.Loss, &s.Loss)
 	pct("loss_correlation", n.LossCorrelation, &s.LossCorrelation)
@@ -137,11 +137,11 @@ func FromTopology(n *v1beta1.Netem) (netem.Spec, error) {
 	needs("reorder_correlation", n.ReorderCorrelation != nil, "reorder", n.Reorder != nil)
 	needs("gap", n.Gap != nil, "reorder", n.Reorder != nil)
 	if len(errs) > 0 {
-		return netem.Spec{}, errors.Join(errs...)
+		return shaping.Spec{}, errors.Join(errs...)
 	}
 	// A base of zero turns what depends on it off, as no shaping at all.
 	if s.Jitter == 0 {
-		s.DelayCorrelation, s.Distribution = 0, netem.DistributionNone
+		s.DelayCorrelation, s.Distribution = 0, shaping.DistributionNone
 	}
 	if s.Loss == 0 {
 		s.LossCorrelation = 0
@@ -162,7 +162,7 @@ func FromTopology(n *v1beta1.Netem) (netem.Spec, error) {
 // read back from the kernel: fields that are off are left out, a
 // distribution only with jitter, a gap only with reorder, and nothing on
 // at all gives nil.
-func ToTopology(s netem.Spec) *v1beta1.Netem {
+func ToTopology(s shaping.Spec) *v1beta1.Netem {
 	n := &v1beta1.Netem{}
 	empty := true
 	dur := func(d time.Duration) *v1beta1.Duration {
@@ -182,7 +182,7 @@ func ToTopology(s netem.Spec) *v1beta1.Netem {
 		return &v
 	}
 	n.Delay, n.Jitter, n.DelayCorrelation = dur(s.Delay), dur(s.Jitter), pct(s.DelayCorrelation)
-	if s.Distribution != netem.DistributionNone && n.Jitter != nil {
+	if s.Distribution != shaping.DistributionNone && n.Jitter != nil {
 		d := v1beta1.Distribution(s.Distribution)
 		n.Distribution = &d
 	}
@@ -213,7 +213,7 @@ func ToTopology(s netem.Spec) *v1beta1.Netem {
 // of shaping for people, in the data API's detail__netem and in kubectl
 // meshnet. Empty when s shapes nothing; the queue limit is left out, as tc
 // leaves out its default.
-func Words(s netem.Spec) string {
+func Words(s shaping.Spec) string {
 	var w []string
 	pct := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) + "%" }
 	opt := func(name string, v, corr float64) {
@@ -231,7 +231,7 @@ func Words(s netem.Spec) string {
 			if s.DelayCorrelation > 0 {
 				w = append(w, pct(s.DelayCorrelation))
 			}
-			if s.Distribution != netem.DistributionNone {
+			if s.Distribution != shaping.DistributionNone {
 				w = append(w, "distribution", string(s.Distribution))
 			}
 		}
@@ -253,29 +253,29 @@ func Words(s netem.Spec) string {
 }
 
 // FromProto converts and validates the API's NetemSpec; nil is no shaping.
-// Each error is a *netem.FieldError naming the API's field
+// Each error is a *shaping.FieldError naming the API's field
 // ("delay_correlation_percent: needs jitter").
-func FromProto(p *meshnetv1.NetemSpec) (netem.Spec, error) {
+func FromProto(p *meshnetv1.NetemSpec) (shaping.Spec, error) {
 	var errs []error
 	duration := func(name string, d *durationpb.Duration) time.Duration {
 		if d == nil {
 			return 0
 		}
 		if err := d.CheckValid(); err != nil {
-			errs = append(errs, &netem.FieldError{Field: name, Reason: err.Error()})
+			errs = append(errs, &shaping.FieldError{Field: name, Reason: err.Error()})
 			return 0
 		}
 		if d.AsDuration() < 0 {
-			errs = append(errs, &netem.FieldError{Field: name, Reason: fmt.Sprintf("%v is negative", d.AsDuration())})
+			errs = append(errs, &shaping.FieldError{Field: name, Reason: fmt.Sprintf("%v is negative", d.AsDuration())})
 			return 0
 		}
 		return d.AsDuration()
 	}
 	dist, ok := protoDistributions[p.GetDistribution()]
 	if !ok {
-		errs = append(errs, &netem.FieldError{Field: "distribution", Reason: fmt.Sprintf("unknown value %d", p.GetDistribution())})
+		errs = append(errs, &shaping.FieldError{Field: "distribution", Reason: fmt.Sprintf("unknown value %d", p.GetDistribution())})
 	}
-	s := netem.Spec{
+	s := shaping.Spec{
 		Delay:                duration("delay", p.GetDelay()),
 		Jitter:               duration("jitter", p.GetJitter()),
 		DelayCorrelation:     p.GetDelayCorrelationPercent(),
@@ -293,13 +293,13 @@ func FromProto(p *meshnetv1.NetemSpec) (netem.Spec, error) {
 		Limit:                p.GetLimitPackets(),
 	}
 	if len(errs) > 0 {
-		return netem.Spec{}, errors.Join(errs...)
+		return shaping.Spec{}, errors.Join(errs...)
 	}
 	return s, rename(s.Validate(), protoFields)
 }
 
 // ToProto is s in the API's units.
-func ToProto(s netem.Spec) *meshnetv1.NetemSpec {
+func ToProto(s shaping.Spec) *meshnetv1.NetemSpec {
 	p := &meshnetv1.NetemSpec{
 		DelayCorrelationPercent:     s.DelayCorrelation,
 		LossPercent:                 s.Loss,
@@ -328,7 +328,7 @@ func ToProto(s netem.Spec) *meshnetv1.NetemSpec {
 	return p
 }
 
-// rename rewrites the field names of netem.Spec's Validate errors, in the
+// rename rewrites the field names of shaping.Spec's Validate errors, in the
 // field and in the reason ("needs Jitter"), into a form's names.
 func rename(err error, names map[string]string) error {
 	if err == nil {
@@ -336,7 +336,7 @@ func rename(err error, names map[string]string) error {
 	}
 	var out []error
 	for _, e := range unjoin(err) {
-		var fe *netem.FieldError
+		var fe *shaping.FieldError
 		if !errors.As(e, &fe) {
 			out = append(out, e)
 			continue
@@ -352,7 +352,7 @@ func rename(err error, names map[string]string) error {
 				reason = strings.ReplaceAll(reason, w, name)
 			}
 		}
-		out = append(out, &netem.FieldError{Field: field, Reason: reason})
+		out = append(out, &shaping.FieldError{Field: field, Reason: reason})
 	}
 	return errors.Join(out...)
 }
@@ -360,17 +360,17 @@ func rename(err error, names map[string]string) error {
 // Fields lists the field errors of a From function's error, to be named
 // under their block's path ("spec.links[0].netem." + Field); an error that
 // is not one is returned with an empty Field.
-func Fields(err error) []*netem.FieldError {
+func Fields(err error) []*shaping.FieldError {
 	if err == nil {
 		return nil
 	}
-	var out []*netem.FieldError
+	var out []*shaping.FieldError
 	for _, e := range unjoin(err) {
-		var fe *netem.FieldError
+		var fe *shaping.FieldError
 		if errors.As(e, &fe) {
 			out = append(out, fe)
 		} else {
-			out = append(out, &netem.FieldError{Reason: e.Error()})
+			out = append(out, &shaping.FieldError{Reason: e.Error()})
 		}
 	}
 	return out

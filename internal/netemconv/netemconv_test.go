@@ -10,7 +10,7 @@ import (
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/netem"
+	"github.com/meshnet/meshnet/internal/shaping"
 )
 
 func TestTopologyRoundTrip(t *testing.T) {
@@ -27,7 +27,7 @@ func TestTopologyRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := netem.Spec{Delay: 50 * time.Millisecond, Jitter: 5 * time.Millisecond, DelayCorrelation: 25, Distribution: netem.DistributionNormal,
+	want := shaping.Spec{Delay: 50 * time.Millisecond, Jitter: 5 * time.Millisecond, DelayCorrelation: 25, Distribution: shaping.DistributionNormal,
 		Loss: 0.5, LossCorrelation: 10, Duplicate: 1, Corrupt: 0.1, Reorder: 25, Gap: 5, RateBps: 100e6, Limit: 10000}
 	if s != want {
 		t.Fatalf("FromTopology = %+v, want %+v", s, want)
@@ -48,7 +48,7 @@ func TestTopologyRoundTrip(t *testing.T) {
 }
 
 func TestProtoRoundTrip(t *testing.T) {
-	s := netem.Spec{Delay: time.Second, Jitter: time.Millisecond, Distribution: netem.DistributionPareto, Loss: 2, Reorder: 5, Gap: 2, RateBps: 8e6, Limit: 10000}
+	s := shaping.Spec{Delay: time.Second, Jitter: time.Millisecond, Distribution: shaping.DistributionPareto, Loss: 2, Reorder: 5, Gap: 2, RateBps: 8e6, Limit: 10000}
 	back, err := FromProto(ToProto(s))
 	if err != nil || back != s {
 		t.Fatalf("round trip %+v (%v), want %+v", back, err, s)
@@ -58,14 +58,14 @@ func TestProtoRoundTrip(t *testing.T) {
 func TestNothingIsNil(t *testing.T) {
 	for _, n := range []*v1beta1.Netem{nil, {}} {
 		s, err := FromTopology(n)
-		if err != nil || s != (netem.Spec{}) {
+		if err != nil || s != (shaping.Spec{}) {
 			t.Errorf("FromTopology(%+v) = %+v, %v; want no shaping", n, s, err)
 		}
 	}
-	if got := ToTopology(netem.Spec{Limit: 1000}); got != nil {
+	if got := ToTopology(shaping.Spec{Limit: 1000}); got != nil {
 		t.Errorf("ToTopology(nothing on) = %+v, want nil", got)
 	}
-	if s, err := FromProto(nil); err != nil || s != (netem.Spec{}) {
+	if s, err := FromProto(nil); err != nil || s != (shaping.Spec{}) {
 		t.Errorf("FromProto(nil) = %+v, %v", s, err)
 	}
 }
@@ -73,7 +73,7 @@ func TestNothingIsNil(t *testing.T) {
 // TestErrorsNameTheFormsField: the same rule, named as each form spells it.
 func TestErrorsNameTheFormsField(t *testing.T) {
 	_, err := FromTopology(&v1beta1.Netem{Delay: ptr.To[v1beta1.Duration]("10ms"), DelayCorrelation: ptr.To[v1beta1.Percent]("25")})
-	var fe *netem.FieldError
+	var fe *shaping.FieldError
 	if !errors.As(err, &fe) || fe.Field != "delay_correlation" || fe.Reason != "needs jitter" {
 		t.Errorf("topology form: %v, want delay_correlation: needs jitter", err)
 	}
@@ -89,14 +89,14 @@ func TestErrorsNameTheFormsField(t *testing.T) {
 
 func TestWords(t *testing.T) {
 	for _, tc := range []struct {
-		spec netem.Spec
+		spec shaping.Spec
 		want string
 	}{
-		{netem.Spec{}, ""},
-		{netem.Spec{Loss: 1}, "loss 1%"},
-		{netem.Spec{Limit: 10000}, ""},
-		{netem.Spec{Delay: 40 * time.Millisecond, Jitter: 5 * time.Millisecond, DelayCorrelation: 25,
-			Distribution: netem.DistributionNormal, Loss: 0.5, LossCorrelation: 10, Duplicate: 1, Corrupt: 0.1,
+		{shaping.Spec{}, ""},
+		{shaping.Spec{Loss: 1}, "loss 1%"},
+		{shaping.Spec{Limit: 10000}, ""},
+		{shaping.Spec{Delay: 40 * time.Millisecond, Jitter: 5 * time.Millisecond, DelayCorrelation: 25,
+			Distribution: shaping.DistributionNormal, Loss: 0.5, LossCorrelation: 10, Duplicate: 1, Corrupt: 0.1,
 			Reorder: 25, Gap: 5, RateBps: 1e9},
 			"delay 40ms 5ms 25% distribution normal loss 0.5% 10% duplicate 1% corrupt 0.1% reorder 25% gap 5 rate 1gbit"},
 	} {

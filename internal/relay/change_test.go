@@ -4,14 +4,14 @@ import (
 	"testing"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
-	"github.com/meshnet/meshnet/internal/linkserver"
+	"github.com/meshnet/meshnet/internal/access"
 )
 
 // TestRelayedShareAccess: the relay authorizes a change before reading its
 // body, by changeAccess's rule, so every relayed call must have that rule
 // in meshnetd's policy, and nothing else may be relayed.
 func TestRelayedShareAccess(t *testing.T) {
-	policy := linkserver.Policy(false)
+	policy := access.Policy(false)
 	want, ok := policy[changeAccess]
 	if !ok {
 		t.Fatalf("%s is not in meshnetd's policy", changeAccess)

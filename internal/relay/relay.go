@@ -50,11 +50,11 @@ import (
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/access"
 	"github.com/meshnet/meshnet/internal/auth"
 	"github.com/meshnet/meshnet/internal/daemonclient"
 	"github.com/meshnet/meshnet/internal/dataserver"
 	"github.com/meshnet/meshnet/internal/gateway"
-	"github.com/meshnet/meshnet/internal/linkserver"
 	"github.com/meshnet/meshnet/internal/partition"
 	"github.com/meshnet/meshnet/internal/relay/relayapi"
 )
@@ -261,7 +261,7 @@ func (s *Server) capture(w http.ResponseWriter, r *http.Request) {
 // ns by the rule meshnetd applies to its own callers of method, applied to
 // the user; the refusal is the API's status.
 func (s *Server) authorize(ctx context.Context, user authnv1.UserInfo, method, ns string) error {
-	access, ok := linkserver.Policy(false)[method]
+	access, ok := access.Policy(false)[method]
 	if !ok {
 		return apierrors.NewInternalError(fmt.Errorf("%s is not in meshnetd's access policy", method))
 	}

@@ -29,8 +29,8 @@ import (
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/access"
 	"github.com/meshnet/meshnet/internal/auth"
-	"github.com/meshnet/meshnet/internal/daemon"
 	"github.com/meshnet/meshnet/internal/gateway"
 	"github.com/meshnet/meshnet/internal/linklock"
 	"github.com/meshnet/meshnet/internal/links"
@@ -88,7 +88,7 @@ func Start(t testing.TB, o Options) *Stack {
 	unary := []grpc.UnaryServerInterceptor{rpc.UnaryServerInterceptor()}
 	stream := []grpc.StreamServerInterceptor{rpc.StreamServerInterceptor()}
 	if o.Checker != nil {
-		policy := daemon.Policy(o.ReadOpen)
+		policy := access.Policy(o.ReadOpen)
 		unary = append(unary, auth.UnaryInterceptor(o.Checker, policy))
 		stream = append(stream, auth.StreamInterceptor(o.Checker, policy))
 	}

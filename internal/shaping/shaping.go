@@ -1,4 +1,9 @@
-package netem
+// Package shaping is a link's traffic shaping as the kernel's netem qdisc
+// takes it (Spec), validated field by field: the one form that the
+// Topology's netem, the gRPC API's NetemSpec and package netem, which
+// applies it, convert to. It holds no kernel code, so that the controller
+// and kubectl meshnet can validate and compare shaping without linking it.
+package shaping
 
 import (
 	"errors"
@@ -71,7 +76,7 @@ const (
 	frameBytes = 1500
 )
 
-// DefaultLimit is the queue limit Apply uses when s.Limit is 0: netem
+// DefaultLimit is the queue limit netem.Apply uses when s.Limit is 0: netem
 // holds every packet for its delay, so the queue must hold the packets of
 // one bandwidth-delay product, twice over for bursts:
 //
@@ -175,21 +180,4 @@ func (s Spec) Validate() error {
 		fail("RateBps", "%d is not a multiple of 8 (the kernel counts bytes/s)", s.RateBps)
 	}
 	return errors.Join(errs...)
-}
-
-// probability converts a percentage to the kernel's u32 scale, where
-// MaxUint32 is 100%, rounding to nearest as tc does.
-func probability(percent float64) uint32 {
-	return uint32(math.Round(percent / 100 * math.MaxUint32))
-}
-
-// percentDigits is the precision percentages read back with: a u32 step is
-// 2.3e-8 %, so any percentage given with at most 6 decimals reads back
-// exactly.
-const percentDigits = 1e6
-
-// percent converts the kernel's u32 probability to a percentage, rounded to
-// 1e-6 %.
-func percent(p uint32) float64 {
-	return math.Round(float64(p)*100/math.MaxUint32*percentDigits) / percentDigits
 }
