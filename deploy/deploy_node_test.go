@@ -172,6 +172,7 @@ func TestNodeMeshnetAsInstalled(t *testing.T) {
 		if !strings.Contains(out, "172.17.0.199/16") {
 			t.Errorf("r3's eth2 lacks 172.17.0.199/16:\n%s", out)
 		}
+		anotherPodsVethRefused(t, c, ns, pod(t, c, ns, "r3").Spec.NodeName)
 	})
 }
 

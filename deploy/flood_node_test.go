@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -17,9 +18,16 @@ import (
 
 	"github.com/prometheus/procfs"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/daemon/daemontest"
 	"github.com/meshnet/meshnet/internal/daemonclient"
 	"github.com/meshnet/meshnet/internal/kubecluster"
@@ -225,7 +233,7 @@ func meshnetdHTTPS(t testing.TB, c *kubecluster.Cluster, node *kubecluster.Node)
 func hostileCallsChangeNothing(t *testing.T, c *kubecluster.Cluster, ns string) {
 	ctx := context.Background()
 	node := c.Node(pod(t, c, ns, "r1").Spec.NodeName)
-	_, web, base := meshnetdHTTPS(t, c, node)
+	tlsConfig, web, base := meshnetdHTTPS(t, c, node)
 	if err := c.Namespace(ctx, "stranger"); err != nil {
 		t.Fatal(err)
 	}
@@ -309,8 +317,87 @@ func hostileCallsChangeNothing(t *testing.T, c *kubecluster.Cluster, ns string) 
 	if !strings.HasPrefix(got, "400 ") || !strings.Contains(got, "not received within 30s") {
 		t.Errorf("a body that never arrives: %s, want 400 saying it was not received within meshnetd's 30s", got)
 	}
-	// Nothing changed: r1's cable is in, at both ends.
+	// Root on a node holds its meshnetd's token, which may ask other nodes
+	// for far ends: towards the peer pod's node only.
+	daemonToken := strings.TrimSpace(kubectl(t, c, "-n", "meshnet", "create", "token", "meshnetd", "--audience", "meshnetd"))
+	conn, err := grpc.NewClient(fmt.Sprintf("%s:51111", node.IP), grpc.WithTransportCredentials(credentials.NewTLS(tlsConfig)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	r2 := pod(t, c, ns, "r2")
+	_, err = meshnetv1.NewPeerServiceClient(conn).CreateRemoteEnd(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+daemonToken),
+		&meshnetv1.CreateRemoteEndRequest{
+			End:   &meshnetv1.LinkEnd{Pod: &meshnetv1.PodRef{Namespace: ns, Name: "r1"}, Interface: "eth1", Uid: 1},
+			Peer:  &meshnetv1.LinkEnd{Pod: &meshnetv1.PodRef{Namespace: ns, Name: "r2"}, Interface: "eth1", Uid: 1},
+			Vxlan: &meshnetv1.Vxlan{Vni: 5001, LocalVtep: r2.Status.HostIP, RemoteVtep: "192.0.2.99"},
+		})
+	t.Logf("a far end of r1's link towards 192.0.2.99, with meshnetd's token: %v", err)
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "vxlan.remote_vtep: 192.0.2.99 is not the address of node") {
+		t.Errorf("a far end towards an address of the caller's choosing: %v, want InvalidArgument naming vxlan.remote_vtep", err)
+	}
+	// Nothing changed: r1's cable is in, at both ends, and carries pings.
 	for _, p := range []string{"r1", "r2"} {
 		waitOperstate(t, c, ns, p, "eth1", "up")
+	}
+	ping(t, c, ns, "r1", "12.12.12.2")
+}
+
+// anotherPodsVethRefused: a macvlan on another pod's host-side veth (the
+// primary CNI's, on node) is refused by meshnetd at CNI ADD even where the
+// admin's consent names the interface: the pod waits, its event saying
+// why, and the veth is untouched.
+func anotherPodsVethRefused(t *testing.T, c *kubecluster.Cluster, ns, node string) {
+	ctx := context.Background()
+	n := c.Node(node)
+	out, err := exec.Command("nsenter", "--net="+n.Netns, "--", "ip", "-o", "link", "show", "type", "veth").Output()
+	if err != nil {
+		t.Fatalf("veths on %s: %v", node, err)
+	}
+	var veth string
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[1], "veth") {
+			veth = strings.SplitN(strings.TrimSuffix(f[1], ":"), "@", 2)[0]
+			break
+		}
+	}
+	if veth == "" {
+		t.Fatalf("no pod's host-side veth on %s:\n%s", node, out)
+	}
+	kubectl(t, c, "annotate", "--overwrite", "namespace", ns, v1beta1.HostInterfacesAnnotation+"="+kubecluster.NodeNIC+","+veth)
+	topo := &v1beta1.Topology{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "r4"}, Spec: v1beta1.TopologySpec{Links: []v1beta1.Link{
+		{UID: 3, PeerPod: v1beta1.PeerHost, LocalIntf: "eth2", PeerIntf: veth, LocalIP: "172.17.0.198/16"}}}}
+	// Admission sees the new annotation a moment after it is written.
+	deadline := time.Now().Add(30 * time.Second)
+	for err := c.Client.Create(ctx, topo); err != nil; err = c.Client.Create(ctx, topo) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a macvlan on %s, which the namespace's consent names: %v", veth, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := c.Client.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "r4"}, Spec: corev1.PodSpec{
+		NodeName: node, TerminationGracePeriodSeconds: ptr.To[int64](0),
+		Containers: []corev1.Container{{Name: "pod", Image: "alpine", Command: []string{"/bin/sh", "-c", "sleep 2000000000000"}}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("parent %s is a veth (a pod's end or a cable to another namespace), not a NIC of the node", veth)
+	for deadline = time.Now().Add(60 * time.Second); ; time.Sleep(time.Second) {
+		events := kubectl(t, c, "-n", ns, "get", "events", "--field-selector", "involvedObject.name=r4", "-o", "custom-columns=REASON:.reason,MESSAGE:.message")
+		if strings.Contains(events, want) {
+			t.Logf("r4's events:\n%.600s", events)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("r4's events do not say %q within 60s:\n%s", want, events)
+		}
+	}
+	if p := pod(t, c, ns, "r4"); p.Status.Phase == corev1.PodRunning {
+		t.Errorf("r4 is Running with a macvlan on another pod's veth")
+	}
+	kubectl(t, c, "-n", ns, "delete", "pod", "r4", "--wait=true", "--timeout=60s")
+	kubectl(t, c, "-n", ns, "delete", "topology", "r4")
+	if out, err := exec.Command("nsenter", "--net="+n.Netns, "--", "ip", "-o", "link", "show", "dev", veth).CombinedOutput(); err != nil || strings.Contains(string(out), "macvlan") {
+		t.Errorf("%s after the refusal: %v %s", veth, err, out)
 	}
 }

@@ -96,3 +96,75 @@ func BenchmarkKernelWire100Pods(b *testing.B) {
 	b.ReportMetric(worst.Seconds(), "max-s-to-wire")
 	b.ReportMetric(0, "ns/op")
 }
+
+// BenchmarkKernelSmallPodBesideWidePod: while two pods joined by 4,096
+// VXLAN links across two nodes are being wired, and again while they are
+// torn down, a pod with 2 links (veths to a pod already on its node) is
+// added on the wide pod's node. It reports how long that small ADD took,
+// each time: one big pod must never hold up a node's other pods.
+func BenchmarkKernelSmallPodBesideWidePod(b *testing.B) {
+	const n = 4096
+	lab := labnet.New(b, bins)
+	na, nb := lab.AddNode("node-a", "eth0"), lab.AddNode("node-b", "eth0")
+	var duringWire, duringTeardown, wire []time.Duration
+	round := 0
+	for b.Loop() {
+		b.StopTimer()
+		ns := fmt.Sprintf("wide-%d", round)
+		round++
+		lab.Namespace(ns)
+		var l1, l2 []v1beta1.Link
+		for uid := range n {
+			intf := fmt.Sprintf("e%d", uid)
+			l1 = append(l1, link(uid+1, "r2", intf, intf, "", ""))
+			l2 = append(l2, link(uid+1, "r1", intf, intf, "", ""))
+		}
+		topology(b, lab, ns, "r1", l1...)
+		topology(b, lab, ns, "r2", l2...)
+		topology(b, lab, ns, "s1", link(1, "s2", "eth1", "eth1", "10.9.1.1/30", "10.9.1.2/30"), link(2, "s2", "eth2", "eth2", "10.9.2.1/30", "10.9.2.2/30"))
+		topology(b, lab, ns, "s2", link(1, "s1", "eth1", "eth1", "10.9.1.2/30", "10.9.1.1/30"), link(2, "s1", "eth2", "eth2", "10.9.2.2/30", "10.9.2.1/30"))
+		wide := &ring{namespace: ns, pods: []*labnet.Pod{lab.AddPod(na, ns, "r1"), lab.AddPod(nb, ns, "r2")}}
+		s1, s2 := lab.AddPod(na, ns, "s1"), lab.AddPod(na, ns, "s2")
+		cni(b, s2, "ADD")
+		// once the wide pod's node is at work, time the small pod's ADD
+		small := func(busy func() bool) time.Duration {
+			for !busy() {
+				time.Sleep(10 * time.Millisecond)
+			}
+			start := time.Now()
+			cni(b, s1, "ADD")
+			took := time.Since(start)
+			if names, _ := labnet.Links(s1.Netns); len(names) != 3 {
+				b.Fatalf("s1 has %v after ADD beside the wide pod, want lo, eth1 and eth2", names)
+			}
+			return took
+		}
+		interfaces := func() int { names, _ := labnet.Links(wide.pods[0].Netns); return len(names) }
+		b.StartTimer()
+
+		start := time.Now()
+		done := make(chan struct{})
+		go func() { defer close(done); wide.all(b, "ADD") }()
+		duringWire = append(duringWire, small(func() bool { return interfaces() > n/8 }))
+		<-done
+		wire = append(wire, time.Since(start))
+		if got := interfaces(); got != n+1 {
+			b.Fatalf("r1 has %d interfaces after ADD, want lo and %d links", got, n)
+		}
+		cni(b, s1, "DEL")
+		done = make(chan struct{})
+		go func() { defer close(done); wide.all(b, "DEL") }()
+		duringTeardown = append(duringTeardown, small(func() bool { return interfaces() < n-n/8 }))
+		<-done
+
+		b.StopTimer()
+		cni(b, s1, "DEL")
+		cni(b, s2, "DEL")
+		b.StartTimer()
+	}
+	ms := func(ds []time.Duration) float64 { return float64(slices.Max(ds)) / float64(time.Millisecond) }
+	b.ReportMetric(ms(duringWire), "small-add-while-wiring-ms")
+	b.ReportMetric(ms(duringTeardown), "small-add-while-tearing-down-ms")
+	b.ReportMetric(ms(wire)/1000, "wide-wire-s")
+	b.ReportMetric(0, "ns/op")
+}
