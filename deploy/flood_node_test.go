@@ -32,6 +32,7 @@ import (
 	"github.com/meshnet/meshnet/internal/daemonclient"
 	"github.com/meshnet/meshnet/internal/kubecluster"
 	"github.com/meshnet/meshnet/internal/kubecluster/kubeclustertest"
+	"github.com/meshnet/meshnet/internal/links"
 	"github.com/meshnet/meshnet/internal/meshnetctl"
 	"github.com/meshnet/meshnet/internal/proccpu"
 )
@@ -245,8 +246,8 @@ func hostileCallsChangeNothing(t *testing.T, c *kubecluster.Cluster, ns string) 
 		return strings.TrimSpace(kubectl(t, c, append([]string{"-n", n, "create", "token", "operator"}, args...)...))
 	}
 	operator, forAPIServer, stranger := token(ns, "--audience", "meshnetd"), token(ns), token("stranger", "--audience", "meshnetd")
-	links := fmt.Sprintf("%s/v1/namespaces/%s/pods/r1/links", base, ns)
-	state := links + "/eth1/state"
+	linksURL := fmt.Sprintf("%s/v1/namespaces/%s/pods/r1/links", base, ns)
+	state := linksURL + "/eth1/state"
 	call := func(method, url, token string, body io.Reader, length int64) (int, string) {
 		t.Helper()
 		req, err := http.NewRequestWithContext(ctx, method, url, body)
@@ -278,8 +279,8 @@ func hostileCallsChangeNothing(t *testing.T, c *kubecluster.Cluster, ns string) 
 		slow <- fmt.Sprintf("%d after %v: %.200s", code, time.Since(start).Round(time.Second), body)
 	}()
 
-	if code, body := call("GET", links, operator, nil, 0); code != http.StatusOK {
-		t.Fatalf("GET %s as the namespace's operator: %d %.300s, want 200", links, code, body)
+	if code, body := call("GET", linksURL, operator, nil, 0); code != http.StatusOK {
+		t.Fatalf("GET %s as the namespace's operator: %d %.300s, want 200", linksURL, code, body)
 	}
 	for _, tc := range []struct {
 		what, method, token string
@@ -293,7 +294,7 @@ func hostileCallsChangeNothing(t *testing.T, c *kubecluster.Cluster, ns string) 
 		{"a cable pull with another namespace's editor's token", "PUT", stranger, pull, http.StatusForbidden, "stranger"},
 		{"a cable pull with the operator's token for the API server", "PUT", forAPIServer, pull, http.StatusUnauthorized, "audience meshnetd"},
 	} {
-		url := links
+		url := linksURL
 		var body io.Reader
 		if tc.method == "PUT" {
 			url, body = state, strings.NewReader(tc.body)
@@ -330,7 +331,7 @@ func hostileCallsChangeNothing(t *testing.T, c *kubecluster.Cluster, ns string) 
 		&meshnetv1.CreateRemoteEndRequest{
 			End:   &meshnetv1.LinkEnd{Pod: &meshnetv1.PodRef{Namespace: ns, Name: "r1"}, Interface: "eth1", Uid: 1},
 			Peer:  &meshnetv1.LinkEnd{Pod: &meshnetv1.PodRef{Namespace: ns, Name: "r2"}, Interface: "eth1", Uid: 1},
-			Vxlan: &meshnetv1.Vxlan{Vni: 5001, LocalVtep: r2.Status.HostIP, RemoteVtep: "192.0.2.99"},
+			Vxlan: &meshnetv1.Vxlan{Vni: links.VNI(ns, "r1", "r2", 1), LocalVtep: r2.Status.HostIP, RemoteVtep: "192.0.2.99"},
 		})
 	t.Logf("a far end of r1's link towards 192.0.2.99, with meshnetd's token: %v", err)
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "vxlan.remote_vtep: 192.0.2.99 is not the address of node") {
@@ -385,7 +386,10 @@ func anotherPodsVethRefused(t *testing.T, c *kubecluster.Cluster, ns, node strin
 	for deadline = time.Now().Add(60 * time.Second); ; time.Sleep(time.Second) {
 		events := kubectl(t, c, "-n", ns, "get", "events", "--field-selector", "involvedObject.name=r4", "-o", "custom-columns=REASON:.reason,MESSAGE:.message")
 		if strings.Contains(events, want) {
-			t.Logf("r4's events:\n%.600s", events)
+			t.Logf("r4's events:\n%.1500s", events)
+			if strings.Contains(events, "code = Internal") {
+				t.Errorf("the refusal is reported as Internal, not as the Topology's to mend:\n%s", events)
+			}
 			break
 		}
 		if time.Now().After(deadline) {

@@ -476,8 +476,8 @@ func TestKernelMacvlanParentsOfTheNodeOnly(t *testing.T) {
 		"veth3c4d": "parent veth3c4d is a veth",
 	} {
 		_, err := EnsureMacvlan(Macvlan{Node: node, Parent: parent, End: End{NS: pod, Name: "eth1"}})
-		if err == nil || !strings.Contains(err.Error(), says) {
-			t.Errorf("macvlan on %s: %v, want refused saying %q", parent, err, says)
+		if err == nil || !strings.Contains(err.Error(), says) || !errors.Is(err, ErrUntrustedParent) {
+			t.Errorf("macvlan on %s: %v, want refused saying %q, as ErrUntrustedParent", parent, err, says)
 		}
 	}
 	// A port that is neither: a macvlan of the node's on a bridge.

@@ -42,8 +42,25 @@ func CheckParent(parent netlink.Link, trusted []string) error {
 	default:
 		return nil
 	}
-	return fmt.Errorf("parent %s is %s, not a NIC of the node: meshnetd takes it only when its --macvlan-parents names it", a.Name, what)
+	return &ParentError{Parent: a.Name, What: what}
 }
+
+// ErrUntrustedParent matches a ParentError (errors.Is): the node refuses
+// what a Topology asks, which no retry mends.
+var ErrUntrustedParent = errors.New("macvlan parent is not a NIC of the node")
+
+// ParentError is CheckParent's refusal of a macvlan parent.
+type ParentError struct {
+	Parent string
+	What   string // "a veth (...)", "a bridge (...)", ...
+}
+
+func (e *ParentError) Error() string {
+	return fmt.Sprintf("parent %s is %s, not a NIC of the node: meshnetd takes it only when its --macvlan-parents names it", e.Parent, e.What)
+}
+
+// Is makes errors.Is(err, ErrUntrustedParent) true.
+func (e *ParentError) Is(target error) bool { return target == ErrUntrustedParent }
 
 func (m Macvlan) String() string { return fmt.Sprintf("macvlan %s on %s", m.End, m.Parent) }
 

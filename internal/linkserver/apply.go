@@ -225,7 +225,8 @@ func (s *Server) apply(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*me
 		switch {
 		case ctx.Err() != nil:
 			code = status.FromContextError(ctx.Err()).Code()
-		case errors.Is(errors.Join(failed...), netem.ErrNoNetem) || errors.Is(errors.Join(failed...), netem.ErrForeignQdisc):
+		case errors.Is(errors.Join(failed...), netem.ErrNoNetem) || errors.Is(errors.Join(failed...), netem.ErrForeignQdisc) ||
+			errors.Is(errors.Join(failed...), links.ErrUntrustedParent):
 			code = codes.FailedPrecondition
 		}
 		st := status.Newf(code, "apply pod %s: %v", p.Key(), errors.Join(failed...))

@@ -2,6 +2,7 @@ package wiring
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -10,6 +11,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
@@ -88,15 +90,27 @@ func (s cniServer) SetupPod(ctx context.Context, req *meshnetv1.SetupPodRequest)
 			}
 		}
 	}); err != nil {
-		failed = append(failed, err.Error())
+		failed = append(failed, err)
 	}
 	w.createRemoteEnds(ctx, k, remotes)
 	w.status.Add(k) // the sandbox fields
 	if len(failed) > 0 {
-		return nil, status.Errorf(codes.Internal, "pod %s: %d of %d links failed: %s", k, len(failed), len(topo.Spec.Links), strings.Join(failed, "; "))
+		err := utilerrors.NewAggregate(failed)
+		return nil, status.Errorf(linkErrorCode(err), "pod %s: %d of %d links failed: %v", k, len(failed), len(topo.Spec.Links), err)
 	}
 	log.Info("pod wired", "links", len(resp.Links))
 	return resp, nil
+}
+
+// linkErrorCode is the gRPC code of the failure of some of a pod's links:
+// FailedPrecondition where the node refuses what the Topology asks (a
+// macvlan parent that is not the node's NIC), which no retry mends;
+// Internal otherwise.
+func linkErrorCode(err error) codes.Code {
+	if errors.Is(err, links.ErrUntrustedParent) {
+		return codes.FailedPrecondition
+	}
+	return codes.Internal
 }
 
 // wiredSet is what wiring some of a pod's links did: each wired link's
@@ -106,7 +120,7 @@ type wiredSet struct {
 	records map[int]podstore.Link
 	results []*meshnetv1.LinkResult
 	remotes []wired
-	failed  []string
+	failed  []error
 }
 
 // wireLinks wires each of ls for p (wireLink), going on past a failure,
@@ -121,7 +135,7 @@ func (w *Wirer) wireLinks(ctx context.Context, p pod, ls []v1beta1.Link, log *sl
 		if err != nil {
 			log.Error("link failed", "link", l.UID, "intf", l.LocalIntf, "error", err)
 			w.setLastErr(p.key, l.UID, err.Error())
-			s.failed = append(s.failed, err.Error())
+			s.failed = append(s.failed, err)
 			continue
 		}
 		s.records[l.UID] = wd.record
@@ -144,7 +158,7 @@ func (w *Wirer) wireLinks(ctx context.Context, p pod, ls []v1beta1.Link, log *sl
 				}
 			}
 		}); err != nil {
-			s.failed = append(s.failed, fmt.Sprintf("record of pod %s: %v", peer, err))
+			s.failed = append(s.failed, fmt.Errorf("record of pod %s: %w", peer, err))
 		}
 	}
 	return s

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -109,11 +109,11 @@ func (w *Wirer) SyncLinks(ctx context.Context, k podstore.Key, generation int64)
 			}
 		}
 	}); err != nil {
-		failed = append(failed, err.Error())
+		failed = append(failed, err)
 	}
 	w.createRemoteEnds(ctx, k, ws.remotes)
 	if len(failed) > 0 {
-		return fmt.Errorf("pod %s: %d of %d link changes failed: %s", k, len(failed), len(add)+len(drop), strings.Join(failed, "; "))
+		return fmt.Errorf("pod %s: %d of %d link changes failed: %w", k, len(failed), len(add)+len(drop), utilerrors.NewAggregate(failed))
 	}
 	return nil
 }
@@ -161,7 +161,7 @@ func same(h podstore.Link, l v1beta1.Link) bool {
 // one call at a time); a veth's peer end goes with it. It returns the
 // links removed, and the failures: a peer node that does not answer fails its link, with
 // the link still recorded, so that the next pass tries again.
-func (w *Wirer) unwireLinks(ctx context.Context, k podstore.Key, ns *links.Netns, ls []podstore.Link, log *slog.Logger) (dropped map[int]bool, failed []string) {
+func (w *Wirer) unwireLinks(ctx context.Context, k podstore.Key, ns *links.Netns, ls []podstore.Link, log *slog.Logger) (dropped map[int]bool, failed []error) {
 	var (
 		mu    sync.Mutex
 		wg    sync.WaitGroup
@@ -172,7 +172,7 @@ func (w *Wirer) unwireLinks(ctx context.Context, k podstore.Key, ns *links.Netns
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {
-			failed = append(failed, err.Error())
+			failed = append(failed, err)
 			return
 		}
 		dropped[l.UID] = true
