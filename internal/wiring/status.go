@@ -75,7 +75,12 @@ func (w *Wirer) writeStatus(ctx context.Context, k podstore.Key) error {
 	if err := json.Unmarshal(data, &fields); err != nil {
 		return fmt.Errorf("encode Topology %s status: %w", k, err)
 	}
-	u := &unstructured.Unstructured{Object: map[string]any{"status": fields}}
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	if len(fields) > 0 {
+		// Nothing to own is said by leaving status out: an empty status
+		// reaches the API server as null, which the CRD refuses.
+		u.Object["status"] = fields
+	}
 	u.SetAPIVersion(v1beta1.GroupVersion.String())
 	u.SetKind("Topology")
 	u.SetNamespace(k.Namespace)

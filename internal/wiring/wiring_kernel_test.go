@@ -163,3 +163,26 @@ func TestKernelVethAndVXLAN(t *testing.T) {
 	}
 	cni(t, r1, "DEL") // idempotent
 }
+
+// TestKernelDelClearsTheSandboxStatus: a pod's DEL, its Topology kept (a
+// pod deleted, its Topology left for the next one), clears the sandbox
+// fields meshnetd wrote at ADD, so that the status names no sandbox that
+// is gone, and the write is not refused over and over.
+func TestKernelDelClearsTheSandboxStatus(t *testing.T) {
+	lab := labnet.New(t, bins)
+	a := lab.AddNode("node-a", "eth0")
+	lab.Namespace("lab")
+	topology(t, lab, "lab", "r1", link(1, "r2", "eth1", "eth1", "10.0.1.1/30", ""))
+	r1 := lab.AddPod(a, "lab", "r1")
+	cni(t, r1, "ADD")
+	waitStatus(t, lab, "lab", "r1", func(st *v1beta1.TopologyStatus) bool {
+		return st.ContainerID == r1.ContainerID && st.NetNS != "" && st.SrcIP == a.IP.String()
+	})
+	cni(t, r1, "DEL")
+	waitStatus(t, lab, "lab", "r1", func(st *v1beta1.TopologyStatus) bool {
+		return st.ContainerID == "" && st.NetNS == "" && st.SrcIP == ""
+	})
+	if log := a.Log(); strings.Contains(log, "topology status not written") {
+		t.Errorf("meshnetd's status writes were refused:\n%s", tail(log))
+	}
+}
