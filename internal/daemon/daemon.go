@@ -338,6 +338,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Store: store, Locks: locks, Topologies: topologies, Pods: nsReader, Client: kclient, Log: cfg.Log,
 		Forget:  func(k podstore.Key) error { return linkSrv.Forget(k) },
 		Changed: func(k podstore.Key) { linkSrv.Touch(k) },
+		Hold:    func(k podstore.Key) func() { return linkSrv.Hold(k) },
 	})
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
 
@@ -54,10 +55,15 @@ func (e End) validate() error {
 }
 
 // configure brings an existing interface to the end's MTU, addresses and
-// admin state, and reports whether it changed anything.
+// admin state, and into Group, and reports whether it changed anything.
 func (e End) configure(l netlink.Link) (bool, error) {
 	h := e.NS.h
 	changed := false
+	if l.Attrs().Group != Group {
+		if err := h.LinkSetGroup(l, Group); err != nil {
+			return false, fmt.Errorf("set group %#x on %s: %w", Group, e, err)
+		}
+	}
 	if e.MTU != 0 && l.Attrs().MTU != e.MTU {
 		if err := h.LinkSetMTU(l, e.MTU); err != nil {
 			return false, fmt.Errorf("set mtu %d on %s: %w", e.MTU, e, err)
@@ -211,6 +217,33 @@ func (e End) finish(replaced bool) (Result, error) {
 		return Replaced, nil
 	}
 	return Created, nil
+}
+
+// Group is the interface group (ip link's "group") of every pod end meshnet
+// makes, so that a pod's DEL removes them all in one request
+// (DeleteGroup): the kernel removes interfaces deleted one by one an RCU
+// grace period each, 1,000 VXLAN interfaces of a namespace in 23 s on
+// this machine, and a group of them in 0.12 s.
+const Group = 0x6d6e // "mn"
+
+// DeleteGroup removes every interface of Group from ns in one request
+// (RTM_DELLINK naming the group); the peers of veths go with them. A
+// namespace without any is not an error.
+func DeleteGroup(ns *Netns) error {
+	sock, err := ns.raw()
+	if err != nil {
+		return err
+	}
+	req := &nl.NetlinkRequest{
+		NlMsghdr: unix.NlMsghdr{Len: uint32(unix.SizeofNlMsghdr), Type: unix.RTM_DELLINK, Flags: unix.NLM_F_REQUEST | unix.NLM_F_ACK},
+		Sockets:  map[int]*nl.SocketHandle{unix.NETLINK_ROUTE: sock},
+	}
+	req.AddData(nl.NewIfInfomsg(unix.AF_UNSPEC))
+	req.AddData(nl.NewRtAttr(unix.IFLA_GROUP, nl.Uint32Attr(Group)))
+	if _, err := req.Execute(unix.NETLINK_ROUTE, 0); err != nil && !errors.Is(err, unix.ENODEV) {
+		return fmt.Errorf("delete group %#x in netns %s: %w", Group, ns.path, err)
+	}
+	return nil
 }
 
 // Delete removes the interface name from ns. A missing interface is not an

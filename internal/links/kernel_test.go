@@ -531,6 +531,41 @@ func TestKernelDeleteLeavesNothing(t *testing.T) {
 	mustLinks(t, n2, "ens5")
 }
 
+// TestKernelDeleteGroupTakesEveryEnd: every end meshnet makes in a pod (a
+// veth's, a VXLAN's, a macvlan's) is in Group, and DeleteGroup removes
+// them in one request, the veth's peer in the other pod with it, and
+// leaves the pod's other interfaces alone.
+func TestKernelDeleteGroupTakesEveryEnd(t *testing.T) {
+	n1, _ := underlayNodes(t)
+	v, a, b := pairOfPods(t, 0)
+	if _, err := EnsureVeth(v); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := EnsureVXLAN(VXLAN{Node: n1, VNI: 7, Remote: netip.MustParseAddr("192.168.50.2"), End: End{NS: a, Name: "eth2"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := EnsureMacvlan(Macvlan{Node: n1, Parent: "eth0", Trusted: []string{"eth0"}, End: End{NS: a, Name: "eth3"}}); err != nil {
+		t.Fatal(err)
+	}
+	// An interface of the pod's own, not meshnet's.
+	if err := a.h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "own0"}, PeerName: "own1"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"eth1", "eth2", "eth3"} {
+		if g := mustLink(t, a, name).Attrs().Group; g != Group {
+			t.Errorf("%s: group %#x, want %#x", name, g, Group)
+		}
+	}
+	if err := DeleteGroup(a); err != nil {
+		t.Fatal(err)
+	}
+	mustLinks(t, a, "own0", "own1")
+	mustLinks(t, b)
+	if err := DeleteGroup(a); err != nil {
+		t.Errorf("DeleteGroup of a pod without meshnet's ends: %v, want nil", err)
+	}
+}
+
 func TestKernelRoutes(t *testing.T) {
 	v, a, _ := pairOfPods(t, 0)
 	if _, err := EnsureVeth(v); err != nil {

@@ -142,6 +142,10 @@ func (s *Server) ReadPod(p podstore.Pod) ([]*meshnetv1.LinkStatus, error) { retu
 // changed (the wiring's last error of a link).
 func (s *Server) Touch(pod podstore.Key) { s.watch.Touch(pod) }
 
+// Hold defers the link watcher's reads of pod until release, while CNI ADD
+// or DEL changes many of its links (linkwatch.Watcher.Hold).
+func (s *Server) Hold(pod podstore.Key) (release func()) { return s.watch.Hold(pod) }
+
 // lastError is why converging a link last failed: the wiring's reason and
 // the runtime calls'.
 func (s *Server) lastError(p podstore.Pod, l podstore.Link, st podState) string {

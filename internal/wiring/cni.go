@@ -69,6 +69,7 @@ func (s cniServer) SetupPod(ctx context.Context, req *meshnetv1.SetupPodRequest)
 		recLinks[i] = podstore.Link{UID: l.UID, LocalIntf: l.LocalIntf, Kind: kindOf(l), PeerPod: l.PeerPod, PeerIntf: l.PeerIntf}
 	}
 	defer w.setAdding(cni.GetContainerId())()
+	defer w.hold(k)()
 	if err := w.putRecord(podstore.Pod{
 		Namespace: k.Namespace, Name: k.Name, ContainerID: cni.GetContainerId(), Netns: cni.GetNetns(),
 		Network: cni.GetNetwork(), Links: recLinks,
@@ -244,6 +245,7 @@ func (w *Wirer) teardown(ctx context.Context, rec podstore.Pod, log *slog.Logger
 	k := rec.Key()
 	w.setDeleting(k, true)
 	defer w.setDeleting(k, false)
+	defer w.hold(k)()
 
 	ns, err := links.OpenNetns(rec.Netns)
 	if err != nil {
@@ -253,6 +255,14 @@ func (w *Wirer) teardown(ctx context.Context, rec podstore.Pod, log *slog.Logger
 		ns = nil
 	} else {
 		defer ns.Close()
+		// Every end meshnet made in the pod at once (a veth's peer goes
+		// with it): one by one, each waits out an RCU grace period, and a
+		// 4,096-link pod's DEL outlasted the plugin's 2 minutes. The loop
+		// below finds them gone, and removes what an older meshnetd made
+		// outside the group.
+		if err := links.DeleteGroup(ns); err != nil {
+			log.Warn("ends not removed as a group; removing them one by one", "error", err)
+		}
 	}
 	var (
 		removed []*meshnetv1.LinkResult

@@ -77,7 +77,12 @@ type Config struct {
 	// Changed tells the link watcher that something of a pod the kernel
 	// does not report changed (a link's last error); nil tells nobody.
 	Changed func(podstore.Key)
-	Log     *slog.Logger
+	// Hold defers the link watcher's reads of a pod until release, while
+	// ADD or DEL changes its links: read whole again and again half done,
+	// a pod of thousands of links costs more than its wiring. nil holds
+	// nothing.
+	Hold func(podstore.Key) (release func())
+	Log  *slog.Logger
 }
 
 // Getter reads one object, NotFound when it does not hold it; a
@@ -141,6 +146,14 @@ func New(cfg Config) (*Wirer, error) {
 			workqueue.DefaultTypedControllerRateLimiter[podstore.Key](),
 			workqueue.TypedRateLimitingQueueConfig[podstore.Key]{Name: "topology-status"}),
 	}, nil
+}
+
+// hold defers the link watcher's reads of pod k until release (Config.Hold).
+func (w *Wirer) hold(k podstore.Key) (release func()) {
+	if w.cfg.Hold == nil {
+		return func() {}
+	}
+	return w.cfg.Hold(k)
 }
 
 // Close releases the node namespace.
