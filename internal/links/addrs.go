@@ -20,13 +20,9 @@ import (
 // with all of them; the index check below keeps the result right there.
 func (n *Netns) addrsOf(index, family int) ([]netlink.Addr, error) {
 	return retryDump(func() ([]netlink.Addr, error) {
-		sock, err := n.raw()
+		req, err := n.request(unix.RTM_GETADDR, unix.NLM_F_DUMP)
 		if err != nil {
 			return nil, err
-		}
-		req := &nl.NetlinkRequest{
-			NlMsghdr: unix.NlMsghdr{Len: uint32(unix.SizeofNlMsghdr), Type: unix.RTM_GETADDR, Flags: unix.NLM_F_REQUEST | unix.NLM_F_DUMP},
-			Sockets:  map[int]*nl.SocketHandle{unix.NETLINK_ROUTE: sock},
 		}
 		msg := nl.NewIfAddrmsg(family)
 		msg.Index = uint32(index)

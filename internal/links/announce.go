@@ -38,6 +38,19 @@ func (n *Netns) raw() (*nl.SocketHandle, error) {
 	return n.rawSock.sock, n.rawSock.err
 }
 
+// request is a netlink request of type typ, with flags beside
+// NLM_F_REQUEST, sent on n's own socket: no thread enters the namespace.
+func (n *Netns) request(typ uint16, flags int) (*nl.NetlinkRequest, error) {
+	sock, err := n.raw()
+	if err != nil {
+		return nil, err
+	}
+	return &nl.NetlinkRequest{
+		NlMsghdr: unix.NlMsghdr{Len: uint32(unix.SizeofNlMsghdr), Type: typ, Flags: uint16(unix.NLM_F_REQUEST | flags)},
+		Sockets:  map[int]*nl.SocketHandle{unix.NETLINK_ROUTE: sock},
+	}, nil
+}
+
 // announce sets net.ipv4.conf.<dev>.arp_notify on l, as the CNI plugins do
 // for the interfaces they make: the kernel then sends a gratuitous ARP when
 // the interface comes up with its address, and a peer that asked for this
@@ -45,13 +58,9 @@ func (n *Netns) raw() (*nl.SocketHandle, error) {
 // ARP retry a second later (the first ping over a new VXLAN link). It is
 // set through netlink (IFLA_AF_SPEC), so no thread enters the namespace.
 func (n *Netns) announce(l netlink.Link) error {
-	sock, err := n.raw()
+	req, err := n.request(unix.RTM_SETLINK, unix.NLM_F_ACK)
 	if err != nil {
 		return err
-	}
-	req := &nl.NetlinkRequest{
-		NlMsghdr: unix.NlMsghdr{Len: uint32(unix.SizeofNlMsghdr), Type: unix.RTM_SETLINK, Flags: unix.NLM_F_REQUEST | unix.NLM_F_ACK},
-		Sockets:  map[int]*nl.SocketHandle{unix.NETLINK_ROUTE: sock},
 	}
 	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
 	msg.Index = int32(l.Attrs().Index)

@@ -230,13 +230,9 @@ const Group = 0x6d6e // "mn"
 // (RTM_DELLINK naming the group); the peers of veths go with them. A
 // namespace without any is not an error.
 func DeleteGroup(ns *Netns) error {
-	sock, err := ns.raw()
+	req, err := ns.request(unix.RTM_DELLINK, unix.NLM_F_ACK)
 	if err != nil {
 		return err
-	}
-	req := &nl.NetlinkRequest{
-		NlMsghdr: unix.NlMsghdr{Len: uint32(unix.SizeofNlMsghdr), Type: unix.RTM_DELLINK, Flags: unix.NLM_F_REQUEST | unix.NLM_F_ACK},
-		Sockets:  map[int]*nl.SocketHandle{unix.NETLINK_ROUTE: sock},
 	}
 	req.AddData(nl.NewIfInfomsg(unix.AF_UNSPEC))
 	req.AddData(nl.NewRtAttr(unix.IFLA_GROUP, nl.Uint32Attr(Group)))

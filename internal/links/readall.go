@@ -96,13 +96,9 @@ func Names(ns *Netns) (map[string]bool, error) {
 // socket is locked until the dump ends. An interrupted dump is
 // netlink.ErrDumpInterrupted, after f saw part of it.
 func (n *Netns) eachLink(f func(netlink.Link)) error {
-	sock, err := n.raw()
+	req, err := n.request(unix.RTM_GETLINK, unix.NLM_F_DUMP)
 	if err != nil {
 		return err
-	}
-	req := &nl.NetlinkRequest{
-		NlMsghdr: unix.NlMsghdr{Len: uint32(unix.SizeofNlMsghdr), Type: unix.RTM_GETLINK, Flags: unix.NLM_F_REQUEST | unix.NLM_F_DUMP},
-		Sockets:  map[int]*nl.SocketHandle{unix.NETLINK_ROUTE: sock},
 	}
 	req.AddData(nl.NewIfInfomsg(unix.AF_UNSPEC))
 	req.AddData(nl.NewRtAttr(unix.IFLA_EXT_MASK, nl.Uint32Attr(nl.RTEXT_FILTER_VF))) // as LinkList asks
