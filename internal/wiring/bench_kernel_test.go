@@ -12,6 +12,7 @@ import (
 
 	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/lab/labnet"
+	"github.com/meshnet/meshnet/internal/proccpu"
 )
 
 // BenchmarkKernelAdd measures CNI ADD of a pod with 1, 8 and 32 veth links
@@ -109,6 +110,17 @@ func BenchmarkKernelSmallPodBesideWidePod(b *testing.B) {
 	lab := labnet.New(b, bins)
 	na, nb := lab.AddNode("node-a", "eth0"), lab.AddNode("node-b", "eth0")
 	var duringWire, duringTeardown, wire, teardown []time.Duration
+	cpu := func() (total time.Duration) {
+		for _, node := range []*labnet.Node{na, nb} {
+			c, err := proccpu.Of(node.PID())
+			if err != nil {
+				b.Fatal(err)
+			}
+			total += c
+		}
+		return total
+	}
+	cpuBefore := cpu()
 	round := 0
 	for b.Loop() {
 		b.StopTimer()
@@ -185,6 +197,14 @@ func BenchmarkKernelSmallPodBesideWidePod(b *testing.B) {
 		cni(b, s1, "DEL")
 		cni(b, s2, "DEL")
 		b.StartTimer()
+	}
+	b.ReportMetric((cpu()-cpuBefore).Seconds()/float64(round), "meshnetds-CPU-s/op")
+	for _, node := range []*labnet.Node{na, nb} {
+		peak, err := node.PeakRSS()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(peak>>20), node.Name+"-peak-MiB")
 	}
 	ms := func(ds []time.Duration) float64 { return float64(slices.Max(ds)) / float64(time.Millisecond) }
 	b.ReportMetric(ms(duringWire), "small-add-while-wiring-ms")
