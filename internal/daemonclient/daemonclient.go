@@ -30,12 +30,24 @@ func NewPool(transport credentials.TransportCredentials, perRPC credentials.PerR
 	if transport == nil {
 		transport = insecure.NewCredentials()
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(transport), MessageSizes()}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(transport), MessageSizes(), grpc.WithDefaultServiceConfig(retryPaced)}
 	if perRPC != nil {
 		opts = append(opts, grpc.WithPerRPCCredentials(perRPC))
 	}
 	return &Pool{opts: opts, conns: map[string]*grpc.ClientConn{}}
 }
+
+// retryPaced has gRPC try a call again, up to 4 more times over about 6 s,
+// when meshnetd refused it with RESOURCE_EXHAUSTED before running it: a
+// caller's token it has not seen yet, past the few it reads at once
+// (auth.MaxUnverifiedCalls), or a full quota of watches. A meshnetd's
+// first burst of far-end calls to a peer came with a token the peer had
+// never seen: 8 were read, the other 24 refused, and their links left
+// pending. Every meshnet call is idempotent (a desired state, or a read),
+// and a refused one did nothing.
+const retryPaced = `{"methodConfig": [{"name": [{}], "retryPolicy": {
+	"maxAttempts": 5, "initialBackoff": "0.4s", "maxBackoff": "3s", "backoffMultiplier": 2,
+	"retryableStatusCodes": ["RESOURCE_EXHAUSTED"]}}]}`
 
 // MessageSizes lets a call carry the largest messages meshnet's API admits
 // (an ApplyPod or its answer for the largest Topology), past gRPC's default
