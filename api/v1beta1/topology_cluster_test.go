@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
+	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/controlplane/clustertest"
 )
 
@@ -236,12 +237,13 @@ func kubectl(kubeconfig string, args ...string) (string, error) {
 // an address, an MTU and netem, so that the admission rules run on every
 // link (meshnet-cni's CRD has no limit; a cost budget must not refuse
 // manifests that work there), and one more than the limit, which is refused
-// naming the field. Past about 10,000 links a Topology meets etcd's request
+// naming the field; past 4,096 links only without IPv6 link-local addresses
+// (MaxLinksWithLinkLocal). Past about 10,000 links a Topology meets etcd's request
 // limit (1.5 MiB by default), which the limit stays within.
 func TestClusterTenThousandLinks(t *testing.T) {
 	env := clustertest.Start(t)
 	ctx := context.Background()
-	topology := func(name string, n int) *unstructured.Unstructured {
+	topology := func(name string, n int, linkLocal *bool) *unstructured.Unstructured {
 		links := make([]any, n)
 		for i := range n {
 			links[i] = map[string]any{
@@ -249,17 +251,30 @@ func TestClusterTenThousandLinks(t *testing.T) {
 				"local_ip": fmt.Sprintf("10.%d.%d.1/30", i/256, i%256), "mtu": int64(9000), "netem": map[string]any{"delay": "1ms"},
 			}
 		}
-		obj := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"links": links}}}
+		spec := map[string]any{"links": links}
+		if linkLocal != nil {
+			spec["ipv6_link_local"] = *linkLocal
+		}
+		obj := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
 		obj.SetAPIVersion("networkop.co.uk/v1beta1")
 		obj.SetKind("Topology")
 		obj.SetNamespace("default")
 		obj.SetName(name)
 		return obj
 	}
-	if err := env.Client.Create(ctx, topology("big", 10000)); err != nil {
-		t.Fatalf("a Topology of 10,000 links refused: %v", err)
+	off := new(bool)
+	if err := env.Client.Create(ctx, topology("big", v1beta1.MaxLinks, off)); err != nil {
+		t.Fatalf("a Topology of 10,000 links without link-local addresses refused: %v", err)
 	}
-	err := env.Client.Create(ctx, topology("too-big", 10001))
+	if err := env.Client.Create(ctx, topology("link-local", v1beta1.MaxLinksWithLinkLocal, nil)); err != nil {
+		t.Fatalf("a Topology of 4,096 links with link-local addresses refused: %v", err)
+	}
+	err := env.Client.Create(ctx, topology("link-local-too-many", v1beta1.MaxLinksWithLinkLocal+1, nil))
+	if err == nil || !strings.Contains(err.Error(), "spec.ipv6_link_local") || !strings.Contains(err.Error(), "more than 4096 links need ipv6_link_local: false") {
+		t.Fatalf("a Topology of 4,097 links with link-local addresses: %v, want refused naming spec.ipv6_link_local", err)
+	}
+	t.Logf("4,097 links with link-local addresses: %v", err)
+	err = env.Client.Create(ctx, topology("too-big", v1beta1.MaxLinks+1, off))
 	if err == nil || !strings.Contains(err.Error(), "spec.links") {
 		t.Fatalf("a Topology of 10,001 links: %v, want refused naming spec.links", err)
 	}

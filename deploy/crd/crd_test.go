@@ -1,6 +1,8 @@
 package crd
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
@@ -31,6 +33,14 @@ func TestCRDBoundsAreTheAPIs(t *testing.T) {
 			if got := spec.Properties[field].MaxItems; got == nil || *got != want {
 				t.Errorf("%s: spec.%s maxItems %v, want v1beta1's %d", v.Name, field, got, want)
 			}
+		}
+		bound := fmt.Sprintf("size(self.links) <= %d ", v1beta1.MaxLinksWithLinkLocal)
+		found := false
+		for _, r := range spec.XValidations {
+			found = found || (strings.Contains(r.Rule, bound) && strings.Contains(r.Message, fmt.Sprint(v1beta1.MaxLinksWithLinkLocal)))
+		}
+		if !found {
+			t.Errorf("%s: no rule on spec bounds links with link-local addresses at v1beta1's %d (%q)", v.Name, v1beta1.MaxLinksWithLinkLocal, bound)
 		}
 	}
 }

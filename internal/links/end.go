@@ -27,6 +27,12 @@ type End struct {
 	// Down leaves the interface administratively down (a link the user took
 	// down stays down when the daemon re-applies it).
 	Down bool
+	// NoIPv6LinkLocal makes the interface come up without an IPv6
+	// link-local address (addr_gen_mode none), set while it is down: the
+	// kernel's set-up of one walks every interface of the namespace, which
+	// a pod of thousands of links cannot afford (a Topology's
+	// ipv6_link_local: false).
+	NoIPv6LinkLocal bool
 }
 
 func (e End) String() string {
@@ -76,6 +82,11 @@ func (e End) configure(l netlink.Link) (bool, error) {
 	}
 	changed = changed || addrChanged
 	up := l.Attrs().Flags&net.FlagUp != 0
+	if e.NoIPv6LinkLocal && !up {
+		if err := h.LinkSetIP6AddrGenMode(l, nl.IN6_ADDR_GEN_MODE_NONE); err != nil {
+			return false, fmt.Errorf("set addr_gen_mode none on %s: %w", e, err)
+		}
+	}
 	switch {
 	case up && e.Down:
 		if err := h.LinkSetDown(l); err != nil {

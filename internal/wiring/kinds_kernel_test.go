@@ -284,3 +284,46 @@ func TestKernelVXLANFirstVNIInUse(t *testing.T) {
 	}
 	t.Logf("links %d and %d share first vni %s; they have %s and %s", u1, u2, first, v1, v2)
 }
+
+// TestKernelLinkLocalIPv6IsTheTopologys: a pod whose Topology says
+// ipv6_link_local: false gets its links without an IPv6 link-local address,
+// whoever makes its end (its own ADD, or its veth peer's); a pod that says
+// nothing keeps the kernel's. IPv4 addresses carry traffic either way.
+func TestKernelLinkLocalIPv6IsTheTopologys(t *testing.T) {
+	lab := labnet.New(t, bins)
+	a := lab.AddNode("node-a", "eth0")
+	b := lab.AddNode("node-b", "eth0")
+	lab.Namespace("ll")
+	off := topology(t, lab, "ll", "r1",
+		link(1, "r2", "eth1", "eth1", "10.0.1.1/30", "10.0.1.2/30"),
+		link(2, "r3", "eth2", "eth1", "10.0.2.1/30", "10.0.2.2/30"))
+	off.Spec.IPv6LinkLocal = new(bool)
+	if err := lab.Client.Update(context.Background(), off); err != nil {
+		t.Fatal(err)
+	}
+	topology(t, lab, "ll", "r2", link(1, "r1", "eth1", "eth1", "10.0.1.2/30", "10.0.1.1/30"))
+	topology(t, lab, "ll", "r3", link(2, "r1", "eth1", "eth2", "10.0.2.2/30", "10.0.2.1/30"))
+	r1, r2, r3 := lab.AddPod(a, "ll", "r1"), lab.AddPod(a, "ll", "r2"), lab.AddPod(b, "ll", "r3")
+	cni(t, r1, "ADD") // r1's eth2 (VXLAN); its veth waits for r2
+	cni(t, r2, "ADD") // both ends of the veth
+	cni(t, r3, "ADD")
+	linkLocal := func(p *labnet.Pod, intf string) string {
+		t.Helper()
+		out, err := p.Run("ip", "-6", "-o", "addr", "show", "dev", intf, "scope", "link")
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", p.Name, intf, err, out)
+		}
+		return strings.TrimSpace(out)
+	}
+	for _, e := range []struct {
+		p    *labnet.Pod
+		intf string
+		want bool
+	}{{r1, "eth1", false}, {r1, "eth2", false}, {r2, "eth1", true}, {r3, "eth1", true}} {
+		if got := linkLocal(e.p, e.intf); (got != "") != e.want {
+			t.Errorf("%s %s: link-local addresses %q, want some: %v", e.p.Name, e.intf, got, e.want)
+		}
+	}
+	ping(t, r1, "10.0.1.2")
+	ping(t, r1, "10.0.2.2")
+}

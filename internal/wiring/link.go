@@ -42,9 +42,10 @@ func protoPeer(namespace string, l v1beta1.Link, peerNode string) *meshnetv1.Pee
 	}}}
 }
 
-// end is the kernel end of a Topology link in ns.
-func end(ns *links.Netns, name, ip string, mtu *int32, state *v1beta1.LinkState) (links.End, error) {
-	e := links.End{NS: ns, Name: name, Down: state != nil && *state == v1beta1.LinkDown}
+// end is the kernel end of a Topology link in ns, in a pod whose Topology
+// asks for IPv6 link-local addresses or not (linkLocal).
+func end(ns *links.Netns, name, ip string, mtu *int32, state *v1beta1.LinkState, linkLocal bool) (links.End, error) {
+	e := links.End{NS: ns, Name: name, Down: state != nil && *state == v1beta1.LinkDown, NoIPv6LinkLocal: !linkLocal}
 	if mtu != nil {
 		e.MTU = int(*mtu)
 	}
@@ -90,7 +91,7 @@ func (w *Wirer) wireLink(ctx context.Context, p pod, l v1beta1.Link) (wired, err
 	kind := kindOf(l)
 	res := &meshnetv1.LinkResult{Interface: l.LocalIntf, Uid: uint32(l.UID), Peer: protoPeer(p.key.Namespace, l, "")}
 	rec := podstore.Link{UID: l.UID, LocalIntf: l.LocalIntf, Kind: kind, PeerPod: l.PeerPod, PeerIntf: l.PeerIntf}
-	self, err := end(p.ns, l.LocalIntf, l.LocalIP, l.MTU, l.State)
+	self, err := end(p.ns, l.LocalIntf, l.LocalIP, l.MTU, l.State, p.topo.LinkLocalIPv6())
 	if err != nil {
 		return wired{}, err
 	}
@@ -248,7 +249,7 @@ func (w *Wirer) wireVeth(ctx context.Context, p pod, l v1beta1.Link, self links.
 		return wired{result: res, record: rec}, nil
 	}
 	defer peerNS.Close()
-	other, err := end(peerNS, l.PeerIntf, peerIP, peerMTU, peerState)
+	other, err := end(peerNS, l.PeerIntf, peerIP, peerMTU, peerState, pt.LinkLocalIPv6())
 	if err != nil {
 		return wired{}, fmt.Errorf("link %d: %w", l.UID, err)
 	}
