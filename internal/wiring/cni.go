@@ -105,11 +105,16 @@ func (s cniServer) SetupPod(ctx context.Context, req *meshnetv1.SetupPodRequest)
 
 // linkErrorCode is the gRPC code of the failure of some of a pod's links:
 // FailedPrecondition where the node refuses what the Topology asks (a
-// macvlan parent that is not the node's NIC), which no retry mends;
-// Internal otherwise.
+// macvlan parent that is not the node's NIC), which no retry mends; the
+// caller's own deadline or cancellation; Internal otherwise.
 func linkErrorCode(err error) codes.Code {
-	if errors.Is(err, links.ErrUntrustedParent) {
+	switch {
+	case errors.Is(err, links.ErrUntrustedParent):
 		return codes.FailedPrecondition
+	case errors.Is(err, context.DeadlineExceeded):
+		return codes.DeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		return codes.Canceled
 	}
 	return codes.Internal
 }
@@ -131,7 +136,16 @@ type wiredSet struct {
 func (w *Wirer) wireLinks(ctx context.Context, p pod, ls []v1beta1.Link, log *slog.Logger) wiredSet {
 	s := wiredSet{records: map[int]podstore.Link{}}
 	vethPeers := map[podstore.Key]map[int]bool{}
-	for _, l := range ls {
+	for i, l := range ls {
+		if ctx.Err() != nil {
+			// The caller is gone (the plugin's 2 minutes are up, or the
+			// runtime gave the sandbox up): the rest would be made for
+			// nobody, beside the pods still being served; the sandbox's DEL
+			// removes what was made.
+			log.Warn("ADD given up by its caller: links left unmade", "link", l.UID, "intf", l.LocalIntf, "error", context.Cause(ctx))
+			s.failed = append(s.failed, fmt.Errorf("link %d and the %d after it not made: %w", l.UID, len(ls)-i-1, context.Cause(ctx)))
+			break
+		}
 		wd, err := w.wireLink(ctx, p, l)
 		if err != nil {
 			log.Error("link failed", "link", l.UID, "intf", l.LocalIntf, "error", err)
@@ -189,6 +203,10 @@ func (w *Wirer) createRemoteEnds(ctx context.Context, k podstore.Key, remotes []
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, remoteCallsInFlight)
 	for _, r := range remotes {
+		if ctx.Err() != nil {
+			w.log.Warn("far ends not asked for: the call was given up", "pod", k.String(), "links", len(remotes), "error", context.Cause(ctx))
+			break
+		}
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -168,5 +169,61 @@ func TestKernelCreateDeleteCycles(t *testing.T) {
 		if after := counts(t, paths); !slices.Equal(after, before) {
 			t.Fatalf("cycle %d after DEL: interfaces per namespace %v, want %v as before", i, after, before)
 		}
+	}
+}
+
+// TestKernelGivenUpADDStops: when the plugin gives up an ADD (its deadline,
+// or the runtime killing it), meshnetd stops making the pod's links rather
+// than making the rest for nobody beside the pods it still serves; the
+// sandbox's DEL then removes what was made.
+func TestKernelGivenUpADDStops(t *testing.T) {
+	const n = 1024
+	lab := labnet.New(t, bins)
+	a, b := lab.AddNode("node-a", "eth0"), lab.AddNode("node-b", "eth0")
+	lab.Namespace("gone")
+	var l1, l2 []v1beta1.Link
+	for uid := 1; uid <= n; uid++ {
+		intf := fmt.Sprintf("e%d", uid)
+		l1 = append(l1, link(uid, "r2", intf, intf, "", ""))
+		l2 = append(l2, link(uid, "r1", intf, intf, "", ""))
+	}
+	topology(t, lab, "gone", "r1", l1...)
+	topology(t, lab, "gone", "r2", l2...)
+	r1 := lab.AddPod(a, "gone", "r1")
+	lab.AddPod(b, "gone", "r2")
+	count := func() int { names, _ := labnet.Links(r1.Netns); return len(names) - 1 }
+
+	ctx, cancel := context.WithCancel(context.Background())
+	added := make(chan error, 1)
+	go func() { _, err := r1.CNI(ctx, "ADD"); added <- err }()
+	for count() < 32 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-added; err == nil {
+		t.Fatal("ADD given up: no error")
+	}
+	// Once the call is seen gone, at most the link in hand is made.
+	var settled int
+	deadline := time.Now().Add(10 * time.Second)
+	for prev := -1; ; prev = settled {
+		time.Sleep(time.Second)
+		if settled = count(); settled == prev {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("r1's links still growing 10 s after its ADD was given up: %d of %d", settled, n)
+		}
+	}
+	if settled >= n {
+		t.Fatalf("r1 has all %d links after its ADD was given up", n)
+	}
+	t.Logf("ADD given up at 32 links: %d of %d made", settled, n)
+	if !strings.Contains(a.Log(), "ADD given up by its caller") {
+		t.Errorf("node-a's log does not say the ADD was given up")
+	}
+	cni(t, r1, "DEL")
+	if got := count(); got != 0 {
+		t.Errorf("r1 has %d links after DEL, want none", got)
 	}
 }
