@@ -42,5 +42,12 @@ if [ ${#missing[@]} -gt 0 ]; then
 	fi
 fi
 
+# The lab's FRR router and Linux host images (node tier, make lab, and their
+# kernel-tier tests in internal/images) are cut from Debian packages that
+# internal/images/debian fetches when it needs them: apt-get download at a
+# pinned or current version, dpkg -x, never installed; cached by version in
+# $MESHNET_CACHE/debian (apt-get update first on a machine without package
+# lists). Nothing to install for them here.
+
 # The cluster tier's kube-apiserver and etcd are built by hack/controlplane.sh,
 # which prints their directory for KUBEBUILDER_ASSETS.

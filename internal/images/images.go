@@ -1,8 +1,10 @@
 // Package images builds the OCI images a local cluster of real nodes runs,
 // without Docker: meshnet's own image (the same layout as /Dockerfile), a
-// pause image and a busybox router image, each one layer on scratch, and
-// serves them from a registry on this machine that the nodes' containerd
-// uses as the mirror of docker.io, registry.k8s.io and ghcr.io.
+// pause image, a busybox router image, and the lab's FRR router and Linux
+// host images cut from Debian's packages (internal/images/debian), each
+// one layer on scratch, and serves them from a registry on this machine
+// that the nodes' containerd uses as the mirror of docker.io,
+// registry.k8s.io, ghcr.io and quay.io.
 package images
 
 import (
@@ -23,13 +25,18 @@ import (
 )
 
 // File is one entry of an image layer: a regular file with Data (read from
-// Source when Data is nil), or a symlink to Link.
+// Source when Data is nil), a symlink to Link, or a directory when Dir is
+// set. UID and GID own it (root by default): FRR's daemons, which drop to
+// user frr, must own their run and log directories. Directories above a
+// file that are not in the list are made root's, mode 0755.
 type File struct {
-	Path   string
-	Mode   int64
-	Data   []byte
-	Source string
-	Link   string
+	Path     string
+	Mode     int64
+	Data     []byte
+	Source   string
+	Link     string
+	Dir      bool
+	UID, GID int
 }
 
 // Config is the part of an image's configuration the images here set.
@@ -66,7 +73,10 @@ func layer(files []File) (v1.Layer, error) {
 	dirs := map[string]bool{}
 	sorted := append([]File(nil), files...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
-	for _, f := range sorted {
+	for i, f := range sorted {
+		if i > 0 && f.Path == sorted[i-1].Path {
+			return nil, fmt.Errorf("image file %s: listed twice", f.Path)
+		}
 		for _, d := range parents(f.Path) {
 			if dirs[d] {
 				continue
@@ -76,24 +86,11 @@ func layer(files []File) (v1.Layer, error) {
 				return nil, err
 			}
 		}
-		if f.Link != "" {
-			if err := w.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: f.Path, Linkname: f.Link, Mode: 0o777}); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		data := f.Data
-		if data == nil {
-			var err error
-			if data, err = os.ReadFile(f.Source); err != nil {
-				return nil, fmt.Errorf("image file %s: %w", f.Path, err)
-			}
-		}
-		if err := w.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.Path, Mode: f.Mode, Size: int64(len(data))}); err != nil {
+		if err := writeEntry(w, f); err != nil {
 			return nil, err
 		}
-		if _, err := w.Write(data); err != nil {
-			return nil, err
+		if f.Dir {
+			dirs[f.Path] = true
 		}
 	}
 	if err := w.Close(); err != nil {
@@ -101,6 +98,32 @@ func layer(files []File) (v1.Layer, error) {
 	}
 	data := buf.Bytes()
 	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+}
+
+// writeEntry writes f's header and, for a regular file, its data.
+func writeEntry(w *tar.Writer, f File) error {
+	h := &tar.Header{Name: f.Path, Mode: f.Mode, Uid: f.UID, Gid: f.GID}
+	switch {
+	case f.Dir:
+		h.Typeflag, h.Name = tar.TypeDir, f.Path+"/"
+		return w.WriteHeader(h)
+	case f.Link != "":
+		h.Typeflag, h.Linkname, h.Mode = tar.TypeSymlink, f.Link, 0o777
+		return w.WriteHeader(h)
+	}
+	data := f.Data
+	if data == nil {
+		var err error
+		if data, err = os.ReadFile(f.Source); err != nil {
+			return fmt.Errorf("image file %s: %w", f.Path, err)
+		}
+	}
+	h.Typeflag, h.Size = tar.TypeReg, int64(len(data))
+	if err := w.WriteHeader(h); err != nil {
+		return err
+	}
+	_, err := w.Write(data)
+	return err
 }
 
 // parents are the directories above p, outermost first ("a/b/c" gives a, a/b).
@@ -133,15 +156,28 @@ func Pause(pause string) (v1.Image, error) {
 // busybox-static) with every applet it lists linked in /bin, /bin/sh as the
 // command. meshnet-cni's test manifests run it as their alpine image.
 func Router(busybox string) (v1.Image, error) {
+	names, err := applets(busybox)
+	if err != nil {
+		return nil, err
+	}
+	files := []File{{Path: "bin/busybox", Mode: 0o755, Source: busybox}}
+	for _, a := range names {
+		files = append(files, File{Path: "bin/" + a, Link: "busybox"})
+	}
+	return Build(files, Config{Cmd: []string{"/bin/sh"}, Env: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}})
+}
+
+// applets are the applets the busybox binary at path lists, but busybox.
+func applets(busybox string) ([]string, error) {
 	out, err := exec.Command(busybox, "--list").Output()
 	if err != nil {
 		return nil, fmt.Errorf("list the applets of %s: %w", busybox, err)
 	}
-	files := []File{{Path: "bin/busybox", Mode: 0o755, Source: busybox}}
+	var names []string
 	for _, a := range strings.Fields(string(out)) {
 		if a != "busybox" {
-			files = append(files, File{Path: "bin/" + a, Link: "busybox"})
+			names = append(names, a)
 		}
 	}
-	return Build(files, Config{Cmd: []string{"/bin/sh"}, Env: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}})
+	return names, nil
 }

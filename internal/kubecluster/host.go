@@ -6,13 +6,16 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/meshnet/meshnet/internal/images"
+	"github.com/meshnet/meshnet/internal/images/debian"
 )
 
 // fabric makes the node network: a bridge in its own namespace, with the
@@ -129,7 +132,10 @@ func (c *Cluster) controllers() error {
 }
 
 // registry serves the images the nodes pull: the pause image, the router
-// image as docker.io's alpine and busybox, and meshnet's image.
+// image as docker.io's alpine and busybox, meshnet's image, and the lab's
+// FRR and Linux host images (cut from Debian's packages, fetched into
+// debian.CacheDir() on first use) under the names lab files give them
+// (images.FRRNames, images.HostNames).
 func (c *Cluster) registry(ctx context.Context) error {
 	r, err := images.ServeRegistry(netip.AddrPortFrom(HostIP, RegistryPort).String(), c.log)
 	if err != nil {
@@ -152,9 +158,12 @@ func (c *Cluster) registry(ctx context.Context) error {
 	}
 	push := map[string]v1.Image{
 		mirrorPath(PauseImage):          pause,
-		"library/alpine:latest":         router,
-		"library/busybox:latest":        router,
+		mirrorPath("alpine:latest"):     router,
+		mirrorPath("busybox:latest"):    router,
 		mirrorPath(c.opts.MeshnetImage): meshnet,
+	}
+	if err := c.labImages(ctx, push); err != nil {
+		return err
 	}
 	for ref, img := range push {
 		if err := r.Push(ctx, ref, img); err != nil {
@@ -164,19 +173,60 @@ func (c *Cluster) registry(ctx context.Context) error {
 	return nil
 }
 
+// labImages builds the FRR and host images and adds them to push under
+// every name lab files give them.
+func (c *Cluster) labImages(ctx context.Context, push map[string]v1.Image) error {
+	for _, lab := range []struct {
+		packages func() []string
+		build    func(tree string) (v1.Image, error)
+		names    func() []string
+	}{
+		{images.FRRPackages, images.FRR, images.FRRNames},
+		{images.HostPackages, images.Host, images.HostNames},
+	} {
+		start := time.Now()
+		tree, err := debian.Fetch(ctx, debian.CacheDir(), lab.packages())
+		if err != nil {
+			return fmt.Errorf("lab images: %w", err)
+		}
+		img, err := lab.build(tree.Dir)
+		if err != nil {
+			return err
+		}
+		c.log.Info("lab image built from Debian packages", "name", lab.names()[0], "packages", len(tree.Packages),
+			"tree", tree.Dir, "took", time.Since(start).Round(time.Millisecond))
+		// docker.io's and quay.io's frrouting/frr share mirror paths: the
+		// same image either way.
+		for _, name := range lab.names() {
+			if reg, _ := splitImage(name); !slices.Contains(mirroredRegistries(), reg) {
+				return fmt.Errorf("lab image %s: the nodes do not use this registry as the mirror of %s", name, reg)
+			}
+			push[mirrorPath(name)] = img
+		}
+	}
+	return nil
+}
+
 // mirrorPath is the path a registry mirror is asked for an image:
 // meshnet:dev -> library/meshnet:dev, registry.k8s.io/pause:3.10 ->
 // pause:3.10, ghcr.io/a/b:t -> a/b:t.
 func mirrorPath(image string) string {
+	_, p := splitImage(image)
+	return p
+}
+
+// splitImage splits an image name into its registry and mirrorPath's
+// path, as containerd reads the name (docker.io when it names none).
+func splitImage(image string) (registry, path string) {
 	first, rest, ok := strings.Cut(image, "/")
 	if !ok {
-		return "library/" + image
+		return "docker.io", "library/" + image
 	}
 	if strings.ContainsAny(first, ".:") || first == "localhost" {
 		if first == "docker.io" && !strings.Contains(rest, "/") {
-			return "library/" + rest
+			return first, "library/" + rest
 		}
-		return rest
+		return first, rest
 	}
-	return image
+	return "docker.io", image
 }

@@ -5,9 +5,10 @@
 // /var/lib/kubelet, /etc/cni/net.d, /opt/cni/bin, /run/netns,
 // /var/lib/meshnet ... are directories of the node), each running its own
 // containerd, kubelet and kube-proxy; and a registry on the host that every
-// node's containerd uses as the mirror of docker.io, registry.k8s.io and
-// ghcr.io, holding images built here (internal/images). Nothing leaves the
-// machine.
+// node's containerd uses as the mirror of docker.io, registry.k8s.io,
+// ghcr.io and quay.io, holding images built here (internal/images: meshnet's,
+// and routers and hosts cut from Debian's packages, FRR among them). Nothing
+// but Debian's packages comes from outside the machine.
 //
 // meshnet is then installed on it as users install it: kubectl apply -k of
 // a deploy/ overlay. The real-node test tier and `make lab` use it.

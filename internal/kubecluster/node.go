@@ -185,7 +185,7 @@ func (n *Node) StartRuntime() error {
 		conf := filepath.Join(n.Dir, "containerd.toml")
 		mirror := "http://" + netip.AddrPortFrom(HostIP, RegistryPort).String()
 		data := fmt.Sprintf(containerdConfig, filepath.Join(n.Dir, "containerd/root"), filepath.Join(n.Dir, "containerd/state"), sock,
-			PauseImage, mirror, mirror, mirror)
+			PauseImage) + mirrorsConfig(mirror)
 		if err := os.WriteFile(conf, []byte(data), 0o644); err != nil {
 			return err
 		}
@@ -297,7 +297,8 @@ func waitSocket(path string, p *process, timeout time.Duration) error {
 	}
 }
 
-// containerdConfig: root, state, socket, sandbox image, three mirrors.
+// containerdConfig: root, state, socket, sandbox image; mirrorsConfig
+// follows it.
 // CAP_SYS_RESOURCE is denied on this kind of host: a negative
 // oom_score_adj fails, so restrict_oom_score_adj.
 const containerdConfig = `version = 2
@@ -316,13 +317,26 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/opt/cni/bin"
     conf_dir = "/etc/cni/net.d"
-  [plugins."io.containerd.grpc.v1.cri".registry.mirrors."docker.io"]
-    endpoint = [%q]
-  [plugins."io.containerd.grpc.v1.cri".registry.mirrors."registry.k8s.io"]
-    endpoint = [%q]
-  [plugins."io.containerd.grpc.v1.cri".registry.mirrors."ghcr.io"]
-    endpoint = [%q]
 `
+
+// mirroredRegistries are the registries whose images the cluster's
+// registry serves in their stead (mirrorPath names them there): docker.io
+// for alpine, busybox, frrouting/frr and network-multitool,
+// registry.k8s.io for pause, ghcr.io for meshnet and hellt's
+// network-multitool, quay.io for FRR's own image.
+func mirroredRegistries() []string {
+	return []string{"docker.io", "registry.k8s.io", "ghcr.io", "quay.io"}
+}
+
+// mirrorsConfig is containerd's CRI section naming endpoint the mirror of
+// every mirrored registry.
+func mirrorsConfig(endpoint string) string {
+	var b strings.Builder
+	for _, reg := range mirroredRegistries() {
+		fmt.Fprintf(&b, "  [plugins.\"io.containerd.grpc.v1.cri\".registry.mirrors.%q]\n    endpoint = [%q]\n", reg, endpoint)
+	}
+	return b.String()
+}
 
 // kubeletConfig: address, runtime endpoint. cgroup v1 and no swap
 // accounting on this kind of host; no QoS cgroups, so that nodes on one
