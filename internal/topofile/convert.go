@@ -15,9 +15,10 @@ import (
 // Topologies converts the file into one Topology per pod, in the order of
 // Pods, each link in uid order. Both ends of a pod-to-pod link get the
 // link's mtu, state and netem (netem then shapes each direction); a link
-// to the node's NIC or to a physical device has only the pod's end. An
-// empty namespace leaves it unset, for `kubectl apply -n`. f must come from
-// Parse.
+// to the node's NIC or to a physical device has only the pod's end. A pod
+// of more than v1beta1.MaxLinksWithLinkLocal links gets ipv6_link_local:
+// false, which the CRD requires of it. An empty namespace leaves it unset,
+// for `kubectl apply -n`. f must come from Parse or NewFile.
 func (f *File) Topologies(namespace string) ([]v1beta1.Topology, error) {
 	if errs := validation.IsDNS1123Label(namespace); namespace != "" && len(errs) > 0 {
 		return nil, fmt.Errorf("namespace %q: %s", namespace, strings.Join(errs, "; "))
@@ -59,6 +60,10 @@ func (f *File) Topologies(namespace string) ([]v1beta1.Topology, error) {
 	}
 	topos := make([]v1beta1.Topology, len(out))
 	for i, t := range out {
+		if len(t.Spec.Links) > v1beta1.MaxLinksWithLinkLocal {
+			// The CRD's rule: a file has no way to say it.
+			t.Spec.IPv6LinkLocal = new(bool)
+		}
 		topos[i] = *t
 	}
 	return topos, nil

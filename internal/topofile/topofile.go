@@ -16,6 +16,10 @@
 //	  - endpoints: ["r1:eth3", "localhost:ens4"]              # macvlan on the node's NIC ens4
 //
 // A link's uid is its index in links, as k8s-topo numbers them.
+//
+// Its link rules are meshnet's one source for a file's links: a converter
+// of another format (internal/clabfile, containerlab's) checks the links it
+// makes with NewFile, and converts them with Topologies.
 package topofile
 
 import (
@@ -89,6 +93,27 @@ func (l Link) IsPod(i int) bool {
 	return l.Endpoints[i].Name != Localhost && (l.LinkOptions == nil || i == 0)
 }
 
+// Places name where a file wrote a link and its ends, so that an error
+// points at what the user wrote. Parse names them as k8s-topo's format
+// does (links[3], links[3].endpoints[1]); a converter of another format,
+// calling NewFile, names them in its own.
+type Places interface {
+	// Link is where link uid is written: "links[3]".
+	Link(uid int) string
+	// Endpoint is where end (0 or 1) of link uid is written:
+	// "links[3].endpoints[1]".
+	Endpoint(uid, end int) string
+}
+
+// filePlaces are the places of k8s-topo's format.
+type filePlaces struct{}
+
+func (filePlaces) Link(uid int) string { return fmt.Sprintf("links[%d]", uid) }
+
+func (filePlaces) Endpoint(uid, end int) string {
+	return fmt.Sprintf("links[%d].endpoints[%d]", uid, end)
+}
+
 // PhysicalPeer is a link to a physical device: what a lab needs to stand one
 // in, or an operator to configure the real one.
 type PhysicalPeer struct {
@@ -116,7 +141,7 @@ func Parse(data []byte) (*File, error) {
 	if err := json.Unmarshal(js, &top); err != nil {
 		return nil, errors.New("read topology file: want a mapping with links at the top")
 	}
-	p := &parser{f: &File{}}
+	p := &parser{f: &File{}, places: filePlaces{}}
 	for _, k := range sortedKeys(top) {
 		switch {
 		case k == "links":
@@ -139,9 +164,49 @@ func Parse(data []byte) (*File, error) {
 	return p.f, nil
 }
 
+// NewFile checks links that a converter of another topology format made,
+// by the very rules Parse applies to a file's (ends, interface names,
+// addresses, mtu, state, netem, link_options, and across links: an
+// interface used twice, a pod's most links, VXLAN identifiers), and returns
+// them as a File, so that they convert as a file's do. Every problem is
+// reported, each at its place as places names it. Each link's UID must be
+// distinct; links stay in the order given.
+func NewFile(links []Link, places Places) (*File, error) {
+	p := &parser{f: &File{Links: links}, places: places}
+	uids := map[int]bool{}
+	for _, l := range links {
+		at := places.Link(l.UID)
+		if l.UID < 0 || uids[l.UID] {
+			p.errorf("%s: uid %d is negative or used twice", at, l.UID)
+		}
+		uids[l.UID] = true
+		for i, e := range l.Endpoints {
+			p.checkEndpoint(places.Endpoint(l.UID, i), e.String(), e)
+		}
+		if l.MTU != nil {
+			p.checkMTU(at, *l.MTU)
+		}
+		if l.State != nil {
+			p.checkState(at, *l.State)
+		}
+		if l.Netem != nil {
+			p.checkNetem(at, l.Netem)
+		}
+		p.checkLink(l)
+	}
+	if len(p.errs) == 0 {
+		p.checkAcrossLinks()
+	}
+	if len(p.errs) > 0 {
+		return nil, errors.Join(p.errs...)
+	}
+	return p.f, nil
+}
+
 type parser struct {
-	f    *File
-	errs []error
+	f      *File
+	places Places
+	errs   []error
 }
 
 func (p *parser) errorf(format string, args ...any) {
@@ -159,17 +224,17 @@ func (p *parser) links(raw json.RawMessage) {
 		return
 	}
 	for i, e := range entries {
-		l, ok := p.link(fmt.Sprintf("links[%d]", i), e)
-		if ok {
-			l.UID = i
+		if l, ok := p.link(i, e); ok {
 			p.f.Links = append(p.f.Links, l)
 		}
 	}
 }
 
-// link parses one links entry; ok is false when it had errors.
-func (p *parser) link(at string, raw json.RawMessage) (l Link, ok bool) {
+// link parses one links entry, link uid; ok is false when it had errors.
+func (p *parser) link(uid int, raw json.RawMessage) (l Link, ok bool) {
 	n := len(p.errs)
+	at := p.places.Link(uid)
+	l.UID = uid
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
 		p.errorf("%s: want a mapping with endpoints", at)
@@ -195,35 +260,51 @@ func (p *parser) link(at string, raw json.RawMessage) (l Link, ok bool) {
 		p.errorf("%s.endpoints: got %d, want 2: links are point to point (a physical peer is the second endpoint)", at, len(eps))
 	} else {
 		for i, s := range eps {
-			l.Endpoints[i] = p.endpoint(fmt.Sprintf("%s.endpoints[%d]", at, i), s)
+			l.Endpoints[i] = p.endpoint(p.places.Endpoint(uid, i), s)
 		}
 		epsOK = true
 	}
 	if r, ok := m["mtu"]; ok {
 		l.MTU = new(int32)
-		if p.decode(at+".mtu", r, l.MTU) && (*l.MTU < 68 || *l.MTU > 65535) {
-			p.errorf("%s.mtu: %d is outside 68..65535", at, *l.MTU)
+		if p.decode(at+".mtu", r, l.MTU) {
+			p.checkMTU(at, *l.MTU)
 		}
 	}
 	if r, ok := m["state"]; ok {
 		l.State = new(v1beta1.LinkState)
-		if p.decode(at+".state", r, l.State) && *l.State != v1beta1.LinkUp && *l.State != v1beta1.LinkDown {
-			p.errorf("%s.state: %q, want up or down", at, *l.State)
+		if p.decode(at+".state", r, l.State) {
+			p.checkState(at, *l.State)
 		}
 	}
 	if r, ok := m["netem"]; ok {
 		l.Netem = &v1beta1.Netem{}
 		if p.decode(at+".netem", r, l.Netem) {
-			_, err := netemconv.FromTopology(l.Netem)
-			for _, fe := range netemconv.Fields(err) {
-				p.errorf("%s.netem.%s: %s", at, fe.Field, fe.Reason)
-			}
+			p.checkNetem(at, l.Netem)
 		}
 	}
 	if epsOK && optsOK {
-		p.checkLink(at, l)
+		p.checkLink(l)
 	}
 	return l, len(p.errs) == n
+}
+
+func (p *parser) checkMTU(at string, mtu int32) {
+	if mtu < 68 || mtu > 65535 {
+		p.errorf("%s.mtu: %d is outside 68..65535", at, mtu)
+	}
+}
+
+func (p *parser) checkState(at string, s v1beta1.LinkState) {
+	if s != v1beta1.LinkUp && s != v1beta1.LinkDown {
+		p.errorf("%s.state: %q, want up or down", at, s)
+	}
+}
+
+func (p *parser) checkNetem(at string, n *v1beta1.Netem) {
+	_, err := netemconv.FromTopology(n)
+	for _, fe := range netemconv.Fields(err) {
+		p.errorf("%s.netem.%s: %s", at, fe.Field, fe.Reason)
+	}
 }
 
 // decode decodes a JSON value strictly into v; false when it failed.
@@ -270,17 +351,26 @@ func (p *parser) endpoint(at, s string) Endpoint {
 		e.IP = parts[2]
 		if e.IP == "" {
 			p.errorf("%s: %q: empty address after the last colon", at, s)
-		} else if _, err := parsePrefix(e.IP); err != nil {
-			p.errorf("%s: %q: %w", at, s, err)
+		}
+	}
+	p.checkEndpoint(at, s, e)
+	return e
+}
+
+// checkEndpoint checks an end's name, interface and address; shown is the
+// end as the file writes it.
+func (p *parser) checkEndpoint(at, shown string, e Endpoint) {
+	if e.IP != "" {
+		if _, err := parsePrefix(e.IP); err != nil {
+			p.errorf("%s: %q: %w", at, shown, err)
 		}
 	}
 	if e.Name == "" {
-		p.errorf("%s: %q: empty name", at, s)
+		p.errorf("%s: %q: empty name", at, shown)
 	}
 	if err := checkIntf(e.Intf); err != nil {
-		p.errorf("%s: %q: %w", at, s, err)
+		p.errorf("%s: %q: %w", at, shown, err)
 	}
-	return e
 }
 
 // parsePrefix parses an interface address in CIDR notation, as the CRD's
@@ -310,17 +400,18 @@ func checkIntf(name string) error {
 		return fmt.Errorf("interface name %q is longer than 15 characters", name)
 	case name == "." || name == "..":
 		return fmt.Errorf("interface name %q is not allowed", name)
-	case strings.ContainsAny(name, "/ \t\n\r\v\f"):
-		return fmt.Errorf("interface name %q has a slash or a space", name)
+	case strings.ContainsAny(name, "/: \t\n\r\v\f"):
+		return fmt.Errorf("interface name %q has a slash, a colon or a space", name)
 	}
 	return nil
 }
 
 // checkLink checks one link whose fields parsed.
-func (p *parser) checkLink(at string, l Link) {
+func (p *parser) checkLink(l Link) {
+	at := p.places.Link(l.UID)
 	a, b := l.Endpoints[0], l.Endpoints[1]
 	for i, e := range l.Endpoints {
-		ep := fmt.Sprintf("%s.endpoints[%d]", at, i)
+		ep := p.places.Endpoint(l.UID, i)
 		switch {
 		case e.Name == "":
 			// reported by endpoint
@@ -388,7 +479,7 @@ func (p *parser) checkAcrossLinks() {
 	count := map[string]int{}
 	for _, l := range p.f.Links {
 		for i, e := range l.Endpoints {
-			at := fmt.Sprintf("links[%d].endpoints[%d]", l.UID, i)
+			at := p.places.Endpoint(l.UID, i)
 			switch {
 			case e.Name == Localhost:
 				continue // many pods may have a macvlan on one NIC
@@ -411,7 +502,7 @@ func (p *parser) checkAcrossLinks() {
 				}
 				vtep := l.LinkOptions.RemoteVTEP
 				if first, ok := vteps[e.Name]; ok && first != vtep {
-					p.errorf("links[%d].link_options.remote_vtep: %s, but %s has %s elsewhere", l.UID, vtep, e.Name, first)
+					p.errorf("%s.link_options.remote_vtep: %s, but %s has %s elsewhere", p.places.Link(l.UID), vtep, e.Name, first)
 				}
 				vteps[e.Name] = vtep
 			}
@@ -425,9 +516,9 @@ func (p *parser) checkAcrossLinks() {
 		if o := l.LinkOptions; o != nil {
 			k := vxlanKey{o.VNI, udpPort(o)}
 			if first, ok := vnis[k]; ok {
-				p.errorf("links[%d].link_options: vni %d on port %d is already used at %s; a node keeps one VXLAN device per VNI and port", l.UID, k.vni, k.port, first)
+				p.errorf("%s.link_options: vni %d on port %d is already used at %s; a node keeps one VXLAN device per VNI and port", p.places.Link(l.UID), k.vni, k.port, first)
 			} else {
-				vnis[k] = fmt.Sprintf("links[%d]", l.UID)
+				vnis[k] = p.places.Link(l.UID)
 			}
 		}
 	}

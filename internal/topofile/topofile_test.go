@@ -274,6 +274,30 @@ func TestTooManyLinksOnOnePod(t *testing.T) {
 	}
 }
 
+// TestWidePodsWithoutLinkLocal: a pod of more links than the CRD admits
+// with IPv6 link-local addresses gets ipv6_link_local: false, as the CRD
+// requires; its peers and smaller pods keep the kernel's default.
+func TestWidePodsWithoutLinkLocal(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("links:\n")
+	for i := range v1beta1.MaxLinksWithLinkLocal + 1 {
+		b.WriteString("  - endpoints: [\"hub:e" + strconv.Itoa(i) + "\", \"spoke" + strconv.Itoa(i%2) + ":e" + strconv.Itoa(i) + "\"]\n")
+	}
+	f, err := Parse([]byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	topos, err := f.Topologies("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, topo := range topos {
+		if wide := topo.Name == "hub"; topo.LinkLocalIPv6() == wide {
+			t.Errorf("%s (%d links): link-local addresses %v", topo.Name, len(topo.Spec.Links), topo.LinkLocalIPv6())
+		}
+	}
+}
+
 func TestTopologiesNamespace(t *testing.T) {
 	f, err := Parse([]byte("links:\n  - endpoints: [\"a:e1\", \"b:e1\"]\n"))
 	if err != nil {
@@ -417,5 +441,62 @@ func TestNetemPatternsMatchTheCRD(t *testing.T) {
 		if netem[field] != re {
 			t.Errorf("netem.%s: CRD pattern %q, v1beta1's Parse uses %q", field, netem[field], re)
 		}
+	}
+}
+
+// places names links as another format would, to see NewFile use them.
+type places struct{}
+
+func (places) Link(uid int) string { return "conns." + strconv.Itoa(uid) }
+func (places) Endpoint(uid, end int) string {
+	return "conns." + strconv.Itoa(uid) + ".end" + strconv.Itoa(end)
+}
+
+// TestNewFileAppliesParsesRules checks that links made by another
+// converter are checked by Parse's rules, reported at that converter's
+// places, and convert as a file's links do.
+func TestNewFileAppliesParsesRules(t *testing.T) {
+	mtu := int32(9000)
+	ok := []Link{
+		{UID: 0, Endpoints: [2]Endpoint{{Name: "r1", Intf: "eth1"}, {Name: "r2", Intf: "eth1"}}, MTU: &mtu},
+		{UID: 5, Endpoints: [2]Endpoint{{Name: Localhost, Intf: "ens4"}, {Name: "r1", Intf: "eth2"}}},
+	}
+	f, err := NewFile(ok, places{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromFile, err := Parse([]byte("links:\n  - endpoints: [\"r1:eth1\", \"r2:eth1\"]\n    mtu: 9000\n  - endpoints: [\"localhost:ens4\", \"r1:eth2\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := f.Topologies("lab")
+	want, _ := fromFile.Topologies("lab")
+	want[0].Spec.Links[1].UID = 5
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("NewFile's topologies\n%+v\ndiffer from Parse's\n%+v", got, want)
+	}
+
+	bad := []Link{
+		{UID: 0, Endpoints: [2]Endpoint{{Name: "r1", Intf: "eth1"}, {Name: "r2", Intf: "eth0"}}},
+		{UID: 0, Endpoints: [2]Endpoint{{Name: "r1", Intf: "e:1"}, {Name: "r1", Intf: "eth2"}}, MTU: new(int32(10))},
+	}
+	_, err = NewFile(bad, places{})
+	for _, w := range []string{
+		`conns.0.end1: "r2:eth0": eth0 is the pod's own`,
+		"conns.0: uid 0 is negative or used twice",
+		`conns.0.end0: "r1:e:1": interface name "e:1" has a slash, a colon or a space`,
+		"conns.0.endpoints: r1 is linked to itself",
+		"conns.0.mtu: 10 is outside 68..65535",
+	} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("error %v lacks %q", err, w)
+		}
+	}
+	_, err = NewFile([]Link{
+		{UID: 0, Endpoints: [2]Endpoint{{Name: "r1", Intf: "eth1"}, {Name: "r2", Intf: "eth1"}}},
+		{UID: 1, Endpoints: [2]Endpoint{{Name: "r2", Intf: "eth1"}, {Name: "r3", Intf: "eth1"}}},
+	}, places{})
+	if err == nil || !strings.Contains(err.Error(), `conns.1.end0: "r2:eth1": r2 already has eth1 at conns.0.end1`) {
+		t.Errorf("err = %v, want the interface used twice at NewFile's places", err)
 	}
 }

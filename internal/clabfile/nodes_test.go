@@ -1,0 +1,305 @@
+package clabfile
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// TestInheritance checks containerlab's order defaults < kinds < groups <
+// node for each kind of setting: a string is the most specific one set;
+// env and labels merge by name; exec and binds concatenate from defaults
+// to node without duplicates, a bind replacing a less specific one with
+// the same container path.
+func TestInheritance(t *testing.T) {
+	_, o := convert(t, `
+name: inherit
+topology:
+  defaults:
+    kind: linux
+    image: img:defaults
+    cmd: sleep defaults
+    env: {A: defaults, B: defaults, C: defaults, D: defaults}
+    labels: {a: defaults, b: defaults, c: defaults, d: defaults}
+    exec: ["echo defaults", "echo shared"]
+    binds: ["d.txt:/x/d", "d.txt:/x/all"]
+  kinds:
+    linux:
+      image: img:kind
+      entrypoint: /kind
+      env: {B: kind, C: kind, D: kind}
+      labels: {b: kind, c: kind, d: kind}
+      exec: ["echo kind", "echo shared"]
+      binds: ["k.txt:/x/k", "k.txt:/x/all"]
+  groups:
+    g:
+      image: img:group
+      env: {C: group, D: group}
+      labels: {c: group, d: group}
+      exec: ["echo group"]
+      binds: ["g.txt:/x/g", "g.txt:/x/all"]
+  nodes:
+    n1:
+      group: g
+      image: img:node
+      env: {D: node}
+      labels: {d: node}
+      exec: ["echo node", "echo shared"]
+      binds: ["n.txt:/x/all:ro"]
+    n2:
+      group: g
+    n3: {}
+`, files("d.txt", "d", "k.txt", "k", "g.txt", "g", "n.txt", "n"))
+
+	for _, tc := range []struct {
+		node, image     string
+		env, labels     map[string]string
+		command, args   []string
+		execs           []string
+		mounts, sources map[string]string
+	}{{
+		node: "n1", image: "img:node",
+		env:     map[string]string{"A": "defaults", "B": "kind", "C": "group", "D": "node"},
+		labels:  map[string]string{"a": "defaults", "b": "kind", "c": "group", "d": "node"},
+		command: []string{"/kind"}, args: []string{"sleep", "defaults"},
+		execs:  []string{"echo defaults", "echo shared", "echo kind", "echo group", "echo node"},
+		mounts: map[string]string{"/x/d": "d", "/x/k": "k", "/x/g": "g", "/x/all": "n"},
+	}, {
+		node: "n2", image: "img:group",
+		env:     map[string]string{"A": "defaults", "B": "kind", "C": "group", "D": "group"},
+		labels:  map[string]string{"a": "defaults", "b": "kind", "c": "group", "d": "group"},
+		command: []string{"/kind"}, args: []string{"sleep", "defaults"},
+		execs:  []string{"echo defaults", "echo shared", "echo kind", "echo group"},
+		mounts: map[string]string{"/x/d": "d", "/x/k": "k", "/x/g": "g", "/x/all": "g"},
+	}, {
+		node: "n3", image: "img:kind",
+		env:     map[string]string{"A": "defaults", "B": "kind", "C": "kind", "D": "kind"},
+		labels:  map[string]string{"a": "defaults", "b": "kind", "c": "kind", "d": "kind"},
+		command: []string{"/kind"}, args: []string{"sleep", "defaults"},
+		execs:  []string{"echo defaults", "echo shared", "echo kind"},
+		mounts: map[string]string{"/x/d": "d", "/x/k": "k", "/x/all": "k"},
+	}} {
+		t.Run(tc.node, func(t *testing.T) {
+			p := podOf(t, o, tc.node)
+			c := p.Spec.Containers[0]
+			if c.Image != tc.image || !slices.Equal(c.Command, tc.command) || !slices.Equal(c.Args, tc.args) {
+				t.Errorf("image %s command %q args %q, want %s %q %q", c.Image, c.Command, c.Args, tc.image, tc.command, tc.args)
+			}
+			env := map[string]string{}
+			for _, e := range c.Env {
+				if !strings.HasPrefix(e.Name, "CLAB_") {
+					env[e.Name] = e.Value
+				}
+			}
+			if !reflect.DeepEqual(env, tc.env) {
+				t.Errorf("env %v, want %v", env, tc.env)
+			}
+			for k, v := range tc.labels {
+				if p.Labels[k] != v {
+					t.Errorf("label %s=%q, want %q", k, p.Labels[k], v)
+				}
+			}
+			script := configMapOf(t, o, tc.node+"-exec").Data[execScript]
+			var got []string
+			for _, line := range strings.Split(script, "\n") {
+				if strings.HasPrefix(line, "clab_exec ") {
+					_, cmd, _ := strings.Cut(line, `"`)
+					cmd, _, _ = strings.Cut(cmd, `"`)
+					got = append(got, cmd)
+				}
+			}
+			if !slices.Equal(got, tc.execs) {
+				t.Errorf("exec %q, want %q", got, tc.execs)
+			}
+			mounts := map[string]string{}
+			for _, m := range c.VolumeMounts {
+				for _, v := range p.Spec.Volumes {
+					if v.Name == m.Name && v.ConfigMap != nil && m.SubPath != "" {
+						mounts[m.MountPath] = configMapOf(t, o, v.ConfigMap.Name).Data[m.SubPath]
+					}
+				}
+			}
+			if !reflect.DeepEqual(mounts, tc.mounts) {
+				t.Errorf("bound files %v, want %v", mounts, tc.mounts)
+			}
+		})
+	}
+}
+
+// TestKindAndGroupResolution follows containerlab's GetNodeKind and
+// GetNodeGroup: the kind from the node, its group, the defaults' group,
+// the defaults; the group from the node, its kind, the defaults.
+func TestKindAndGroupResolution(t *testing.T) {
+	_, o := convert(t, `
+name: resolve
+topology:
+  defaults: {group: dg}
+  kinds:
+    linux: {group: kg, image: img:kind}
+  groups:
+    dg: {kind: linux, env: {FROM: dg}}
+    kg: {env: {FROM: kg}}
+    ng: {kind: linux, env: {FROM: ng}}
+  nodes:
+    a: {}
+    b: {group: ng}
+`, nil)
+	for node, want := range map[string]string{"a": "kg", "b": "ng"} {
+		p := podOf(t, o, node)
+		if p.Labels[GroupLabel] != want || p.Labels[KindLabel] != "linux" {
+			t.Errorf("%s: group %q kind %q, want group %q, kind linux", node, p.Labels[GroupLabel], p.Labels[KindLabel], want)
+		}
+		if v := envOf(p)["FROM"]; v != want {
+			t.Errorf("%s: env FROM=%q, want the group's %q", node, v, want)
+		}
+	}
+}
+
+func envOf(p corev1.Pod) map[string]string {
+	m := map[string]string{}
+	for _, e := range p.Spec.Containers[0].Env {
+		m[e.Name] = e.Value
+	}
+	return m
+}
+
+// TestPodFields checks each node setting's place in the pod.
+func TestPodFields(t *testing.T) {
+	lab, o := convert(t, `
+name: fields
+topology:
+  nodes:
+    r1:
+      kind: Linux
+      image: registry.example/r:1
+      image-pull-policy: always
+      entrypoint: /bin/sh -c
+      cmd: "'echo $(HOME) && sleep infinity' --flag=\"a b\""
+      env: {GREETING: "hi $(USER)", EMPTY: ""}
+      labels: {team: netops, containerlab: other}
+      privileged: false
+      cap-add: [NET_ADMIN, cap_sys_admin]
+      user: "1000:1001"
+      hostname: r-one
+      restart-policy: on-failure
+    r2:
+      kind: linux
+      image: alpine
+      restart-policy: "no"
+  links:
+    - endpoints: ["r1:eth1", "r2:eth1"]
+    - endpoints: ["r1:eth2", "r2:eth2"]
+`, nil)
+	p := podOf(t, o, "r1")
+	c := p.Spec.Containers[0]
+	checks := []struct {
+		what      string
+		got, want any
+	}{
+		{"name", c.Name, "r1"},
+		{"image", c.Image, "registry.example/r:1"},
+		{"pull policy", c.ImagePullPolicy, corev1.PullAlways},
+		{"command", c.Command, []string{"/bin/sh", "-c"}},
+		{"args (kubelet's $(VAR) escaped)", c.Args, []string{"echo $$(HOME) && sleep infinity", "--flag=a b"}},
+		{"privileged", c.SecurityContext.Privileged, (*bool)(nil)},
+		{"capabilities", c.SecurityContext.Capabilities.Add, []corev1.Capability{"NET_ADMIN", "SYS_ADMIN"}},
+		{"uid", *c.SecurityContext.RunAsUser, int64(1000)},
+		{"gid", *c.SecurityContext.RunAsGroup, int64(1001)},
+		{"hostname", p.Spec.Hostname, "r-one"},
+		{"restart policy", p.Spec.RestartPolicy, corev1.RestartPolicyOnFailure},
+		{"grace period", *p.Spec.TerminationGracePeriodSeconds, int64(0)},
+		{"tty", c.TTY && c.Stdin, true},
+		{"no service account token", *p.Spec.AutomountServiceAccountToken, false},
+		{"no service links", *p.Spec.EnableServiceLinks, false},
+		{"labels", p.Labels, map[string]string{"team": "netops", LabLabel: "fields", NodeLabel: "r1", KindLabel: "linux", GroupLabel: ""}},
+		{"env", envOf(p), map[string]string{
+			"GREETING": "hi $$(USER)", "EMPTY": "", "CLAB_INTFS": "2",
+			"CLAB_LABEL_TEAM": "netops", "CLAB_LABEL_CONTAINERLAB": "fields", "CLAB_LABEL_CLAB_NODE_NAME": "r1",
+			"CLAB_LABEL_CLAB_NODE_KIND": "linux", "CLAB_LABEL_CLAB_NODE_GROUP": "",
+		}},
+		{"r2 restart policy", podOf(t, o, "r2").Spec.RestartPolicy, corev1.RestartPolicyNever},
+		{"r2 privileged by default", *podOf(t, o, "r2").Spec.Containers[0].SecurityContext.Privileged, true},
+		{"r2 pull policy by default", podOf(t, o, "r2").Spec.Containers[0].ImagePullPolicy, corev1.PullIfNotPresent},
+		{"r2 keeps the image's command", podOf(t, o, "r2").Spec.Containers[0].Command, []string(nil)},
+	}
+	for _, ck := range checks {
+		if !reflect.DeepEqual(ck.got, ck.want) {
+			t.Errorf("%s = %#v, want %#v", ck.what, ck.got, ck.want)
+		}
+	}
+	var names []string
+	for _, e := range c.Env {
+		names = append(names, e.Name)
+	}
+	if !slices.IsSorted(names) {
+		t.Errorf("env is not sorted: %v", names)
+	}
+	if !slices.Contains(lab.Ignored, Ignored{Field: "topology.nodes.r1.labels.containerlab", Reason: "containerlab sets this label itself, over the file's"}) {
+		t.Errorf("the file's containerlab label is not listed as ignored: %v", lab.Ignored)
+	}
+}
+
+// TestIgnoredSettings checks that settings without meaning on Kubernetes
+// are accepted and listed with why, each once, and that the settings of a
+// kind or group no node uses are listed, not refused.
+func TestIgnoredSettings(t *testing.T) {
+	lab, _ := convert(t, `
+name: ignored
+prefix: ""
+mgmt: {network: custom, ipv4-subnet: 172.100.100.0/24}
+settings: {certificate-authority: {key-size: 2048}}
+topology:
+  kinds:
+    nokia_srlinux: {image: ghcr.io/nokia/srlinux, network-mode: host}
+  groups:
+    spare: {kind: linux, sysctls: {net.ipv4.ip_forward: 1}}
+  nodes:
+    r1:
+      kind: linux
+      image: alpine
+      mgmt-ipv4: 172.100.100.11
+      ports: ["8080:80"]
+      type: ixrd2
+      startup-config: r1.cfg
+      image-pull-policy: sometimes
+  links:
+    - endpoints: ["r1:eth1", "macvlan:ens4"]
+      mtu: 9000
+      vars: {x: 1}
+      labels: {a: b}
+      ipv4: ["10.0.0.1/24"]
+`, files("r1.cfg", "hostname r1\n"))
+	got := map[string]string{}
+	for _, ig := range lab.Ignored {
+		if _, dup := got[ig.Field]; dup {
+			t.Errorf("%s listed twice", ig.Field)
+		}
+		got[ig.Field] = ig.Reason
+	}
+	for field, reason := range map[string]string{
+		"prefix":                              "pods are named like the nodes",
+		"mgmt":                                "cluster network",
+		"settings":                            "certificate authority",
+		"topology.kinds.nokia_srlinux":        `no node is of kind "nokia_srlinux"`,
+		"topology.groups.spare":               `no node is in group "spare"`,
+		"topology.nodes.r1.mgmt-ipv4":         "cluster network",
+		"topology.nodes.r1.ports":             "port-forward",
+		"topology.nodes.r1.type":              "kind linux has no types",
+		"topology.nodes.r1.startup-config":    "kind linux applies no startup configuration",
+		"topology.nodes.r1.image-pull-policy": "IfNotPresent",
+		"topology.links[0].mtu":               "parent NIC's MTU",
+		"topology.links[0].vars":              "templates",
+		"topology.links[0].labels":            "metadata",
+		"topology.links[0].ipv4":              "kind linux leaves the interface without one",
+	} {
+		if !strings.Contains(got[field], reason) {
+			t.Errorf("%s: reason %q, want one containing %q", field, got[field], reason)
+		}
+	}
+	if len(got) != 14 {
+		t.Errorf("%d ignored settings, want 14: %v", len(got), lab.Ignored)
+	}
+}
