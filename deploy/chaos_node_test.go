@@ -25,6 +25,7 @@ import (
 	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/kubecluster"
 	"github.com/meshnet/meshnet/internal/kubecluster/kubeclustertest"
+	"github.com/meshnet/meshnet/internal/proccpu"
 )
 
 // widePair is two pods, r1 on one node and r2 on the other, joined by n
@@ -47,6 +48,9 @@ func linkAddr(i, host int) netip.Prefix {
 
 func (w *widePair) topology(name, peer string, host int, mtu *int32) *v1beta1.Topology {
 	t := &v1beta1.Topology{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}}
+	if w.n > v1beta1.MaxLinksWithLinkLocal {
+		t.Spec.IPv6LinkLocal = new(bool) // as the CRD requires
+	}
 	for i := range w.n {
 		intf := fmt.Sprintf("e%d", i)
 		t.Spec.Links = append(t.Spec.Links, v1beta1.Link{UID: i + 1, PeerPod: peer, LocalIntf: intf, PeerIntf: intf,
@@ -108,9 +112,10 @@ func newWidePair(t testing.TB, c *kubecluster.Cluster, ns string, n int) *widePa
 }
 
 // waitReady waits until both Topologies' statuses say Ready at their
-// generation with n links of mtu (0: any, the kernel's default), and then
-// checks the pods' kernels: every link there, up, with its mtu, and a
-// sample of links pinging.
+// generation with n links of mtu (0: any, the kernel's default) and both
+// pods are Ready (a Topology may be Ready before its pod's container
+// started), and then checks the pods' kernels: every link there, up, with
+// its mtu, and a sample of links pinging.
 func (w *widePair) waitReady(t testing.TB, within time.Duration, mtu int32) time.Duration {
 	t.Helper()
 	start := time.Now()
@@ -123,6 +128,7 @@ func (w *widePair) waitReady(t testing.TB, within time.Duration, mtu int32) time
 			if err == nil && ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == topo.Generation &&
 				topo.Status.ObservedGeneration == topo.Generation && len(topo.Status.Links) == w.n &&
 				!slices.ContainsFunc(topo.Status.Links, func(l v1beta1.LinkStatus) bool { return mtu != 0 && l.MTU != mtu }) {
+				t.Logf("Topology %s Ready with %d links after %v", name, w.n, time.Since(start).Round(100*time.Millisecond))
 				break
 			}
 			if time.Now().After(deadline) {
@@ -133,6 +139,20 @@ func (w *widePair) waitReady(t testing.TB, within time.Duration, mtu int32) time
 				t.Fatalf("%s/%s not Ready with %d links of mtu %d within %v: %s", w.ns, name, w.n, mtu, within, summary)
 			}
 			time.Sleep(time.Second)
+		}
+		for {
+			var pod corev1.Pod
+			err := w.c.Client.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: name}, &pod)
+			if err == nil && slices.ContainsFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool {
+				return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+			}) {
+				t.Logf("pod %s Ready after %v", name, time.Since(start).Round(100*time.Millisecond))
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pod %s/%s not Ready within %v: %v %+v", w.ns, name, within, err, pod.Status.Conditions)
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
 	}
 	took := time.Since(start)
@@ -293,5 +313,59 @@ func BenchmarkNodeWidePodKills(b *testing.B) {
 		b.ReportMetric(wire.Seconds(), "wire-s")
 		b.ReportMetric(edit.Seconds(), "edit-s")
 		b.ReportMetric(teardown.Seconds(), "teardown-s")
+	}
+}
+
+// BenchmarkNodeWidePods applies two pods joined by 4,096 VXLAN links
+// across two nodes (with IPv6 link-local addresses, the most the CRD admits
+// with them), and by 10,000 (without), as users apply them, and reports
+// the time from the apply until both statuses are Ready and the kernels
+// hold every link (pings over a sample), the time from the namespace's
+// deletion until nothing is left on either node, each node's meshnetd's
+// peak memory (VmHWM) and processor time, and its restarts (none expected).
+func BenchmarkNodeWidePods(b *testing.B) {
+	ctx := context.Background()
+	c := kubeclustertest.New(b, 2)
+	if err := c.Install(ctx, overlay); err != nil {
+		b.Fatalf("install meshnet: %v", err)
+	}
+	for _, n := range []int{4096, 10000} {
+		b.Run(fmt.Sprintf("links=%d", n), func(b *testing.B) {
+			for i := range b.N {
+				type daemon struct {
+					pid      int
+					pod      daemonPod
+					cpu      time.Duration
+					nodeName string
+				}
+				var ds []daemon
+				for _, node := range c.Nodes()[:2] {
+					pid := meshnetdPID(b, node.Name)
+					cpu, err := proccpu.Of(pid)
+					if err != nil {
+						b.Fatal(err)
+					}
+					ds = append(ds, daemon{pid: pid, pod: meshnetdOn(b, c, node.Name), cpu: cpu, nodeName: node.Name})
+				}
+				w := newWidePair(b, c, fmt.Sprintf("wide-%d-%d", n, i), n)
+				wire := w.waitReady(b, 10*time.Minute, 0)
+				b.Logf("%d links: both pods Ready with every link %v after the apply", n, wire.Round(time.Second))
+				teardown := w.delete(b, 10*time.Minute, func() {})
+				b.Logf("%d links: nothing left on either node %v after the namespace's deletion", n, teardown.Round(time.Second))
+				b.ReportMetric(wire.Seconds(), "wire-s")
+				b.ReportMetric(teardown.Seconds(), "teardown-s")
+				for j, d := range ds {
+					cpu, err := proccpu.Of(d.pid)
+					if err != nil {
+						b.Fatalf("%s's meshnetd (pid %d) is gone: %v", d.nodeName, d.pid, err)
+					}
+					if now := meshnetdOn(b, c, d.nodeName); now.uid != d.pod.uid || now.restarts != d.pod.restarts {
+						b.Errorf("%s's meshnetd restarted (restarts %d -> %d)", d.nodeName, d.pod.restarts, now.restarts)
+					}
+					b.ReportMetric(float64(vmHWM(b, d.pid))/1024, fmt.Sprintf("node%d-peak-MiB", j+1))
+					b.ReportMetric((cpu - d.cpu).Seconds(), fmt.Sprintf("node%d-CPU-s", j+1))
+				}
+			}
+		})
 	}
 }

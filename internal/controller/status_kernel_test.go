@@ -4,16 +4,8 @@ package controller_test
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"os"
-	"strings"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
@@ -24,22 +16,7 @@ import (
 // node network, with a token that may patch Topologies.
 func linkClient(t testing.TB, p *pair, n *labnet.Node) meshnetv1.LinkServiceClient {
 	t.Helper()
-	token, err := os.ReadFile(p.lab.TokenFile())
-	if err != nil {
-		t.Fatal(err)
-	}
-	bearer := "Bearer " + strings.TrimSpace(string(token))
-	conn, err := grpc.NewClient(fmt.Sprintf("%s:%d", n.IP, labnet.GRPCPort),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return n.Dial(ctx, addr) }),
-		grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			return invoker(metadata.AppendToOutgoingContext(ctx, "authorization", bearer), method, req, reply, cc, opts...)
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return meshnetv1.NewLinkServiceClient(conn)
+	return p.lab.LinkClient(n)
 }
 
 func linkIs(intf string, ok func(*v1beta1.LinkStatus) bool) func(*v1beta1.Topology) bool {

@@ -78,6 +78,11 @@ func (s *Server) apply(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*me
 	if err := v.err(); err != nil {
 		return nil, err
 	}
+	if k := (podstore.Key{Namespace: req.GetNamespace(), Name: req.GetPod()}); s.wirer != nil && s.wirer.InCNI(k) {
+		// As for a pod not wired yet: its ADD makes the links, and the
+		// caller comes back once it is done (the sandbox fields it writes).
+		return nil, status.Errorf(codes.NotFound, "pod %s is being wired or unwired by its CNI ADD or DEL on node %s; apply once it is done", k, s.node)
+	}
 	leave, err := s.applying.enter(ctx, podstore.Key{Namespace: req.GetNamespace(), Name: req.GetPod()})
 	if err != nil {
 		return nil, err

@@ -108,6 +108,8 @@ type Server struct {
 type LinkSyncer interface {
 	SyncLinks(ctx context.Context, pod podstore.Key, generation int64) error
 	LastError(pod podstore.Key, uid int) string
+	// InCNI tells whether the pod's CNI ADD or DEL is in flight here.
+	InCNI(pod podstore.Key) bool
 }
 
 // New returns a Server for cfg.

@@ -69,6 +69,7 @@ func (s cniServer) SetupPod(ctx context.Context, req *meshnetv1.SetupPodRequest)
 		recLinks[i] = podstore.Link{UID: l.UID, LocalIntf: l.LocalIntf, Kind: kindOf(l), PeerPod: l.PeerPod, PeerIntf: l.PeerIntf}
 	}
 	defer w.setAdding(cni.GetContainerId())()
+	defer w.enterCNI(k)()
 	defer w.hold(k)()
 	if err := w.putRecord(podstore.Pod{
 		Namespace: k.Namespace, Name: k.Name, ContainerID: cni.GetContainerId(), Netns: cni.GetNetns(),
@@ -185,7 +186,8 @@ func (w *Wirer) putRecord(p podstore.Pod) error {
 }
 
 // remoteCallsInFlight bounds the far-end calls of one pod's ADD or sync
-// that are in flight at once. Each holds a goroutine and its buffers here,
+// that are in flight at once, and all of this daemon's calls to one other
+// node's (Wirer.toPeers). Each holds a goroutine and its buffers here,
 // and a handler, its netlink buffers (64 KiB a request) and its kernel
 // work on the peer's node: a pod of n links had all n in flight, which
 // took both meshnetds of a 1,024-link pod to 140 and 200 MiB, where 32 at
@@ -211,12 +213,10 @@ func (w *Wirer) createRemoteEnds(ctx context.Context, k podstore.Key, remotes []
 		wg.Go(func() {
 			defer func() { <-slots }()
 			res := r.result
-			c, err := w.peerClient(r.peerIP)
-			if err == nil {
-				cctx, cancel := context.WithTimeout(ctx, peerCallTimeout)
-				_, err = c.CreateRemoteEnd(cctx, r.remote)
-				cancel()
-			}
+			err := w.callPeer(ctx, r.peerIP, peerCallTimeout, func(ctx context.Context, c meshnetv1.PeerServiceClient) error {
+				_, err := c.CreateRemoteEnd(ctx, r.remote)
+				return err
+			})
 			switch st := status.Convert(err); {
 			case err == nil:
 				res.Phase = meshnetv1.LinkPhase_LINK_PHASE_READY
@@ -263,6 +263,7 @@ func (w *Wirer) teardown(ctx context.Context, rec podstore.Pod, log *slog.Logger
 	k := rec.Key()
 	w.setDeleting(k, true)
 	defer w.setDeleting(k, false)
+	defer w.enterCNI(k)()
 	defer w.hold(k)()
 
 	ns, err := links.OpenNetns(rec.Netns)
@@ -351,15 +352,12 @@ func (w *Wirer) deleteRemoteEnd(ctx context.Context, k podstore.Key, l podstore.
 	if vni == 0 {
 		vni = links.VNI(k.Namespace, k.Name, l.PeerPod, l.UID)
 	}
-	c, err := w.peerClient(ip)
-	if err != nil {
+	err = w.callPeer(ctx, ip, peerCallTimeout, func(ctx context.Context, c meshnetv1.PeerServiceClient) error {
+		_, err := c.DeleteRemoteEnd(ctx, &meshnetv1.DeleteRemoteEndRequest{
+			End: &meshnetv1.LinkEnd{Pod: &meshnetv1.PodRef{Namespace: k.Namespace, Name: l.PeerPod}, Interface: l.PeerIntf, Uid: uint32(l.UID)},
+			Vni: vni,
+		})
 		return err
-	}
-	cctx, cancel := context.WithTimeout(ctx, peerCallTimeout)
-	defer cancel()
-	_, err = c.DeleteRemoteEnd(cctx, &meshnetv1.DeleteRemoteEndRequest{
-		End: &meshnetv1.LinkEnd{Pod: &meshnetv1.PodRef{Namespace: k.Namespace, Name: l.PeerPod}, Interface: l.PeerIntf, Uid: uint32(l.UID)},
-		Vni: vni,
 	})
 	if err != nil {
 		return fmt.Errorf("meshnetd at %s: %w", ip, err)

@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/lab/labnet"
 )
@@ -225,5 +229,52 @@ func TestKernelGivenUpADDStops(t *testing.T) {
 	cni(t, r1, "DEL")
 	if got := count(); got != 0 {
 		t.Errorf("r1 has %d links after DEL, want none", got)
+	}
+}
+
+// TestKernelApplyPodWaitsForTheADD: while a pod's ADD makes its links, an
+// ApplyPod for it is answered at once, as for a pod not wired yet, instead
+// of reading the pod whole again and again beside the ADD (a 10,000-link
+// ADD with the controller's ApplyPods outlasted CNI's 2 minutes); once the
+// ADD is done, it applies.
+func TestKernelApplyPodWaitsForTheADD(t *testing.T) {
+	const n = 1024
+	lab := labnet.New(t, bins)
+	a, b := lab.AddNode("node-a", "eth0"), lab.AddNode("node-b", "eth0")
+	lab.Namespace("busy")
+	var l1, l2 []v1beta1.Link
+	for uid := 1; uid <= n; uid++ {
+		intf := fmt.Sprintf("e%d", uid)
+		l1 = append(l1, link(uid, "r2", intf, intf, "", ""))
+		l2 = append(l2, link(uid, "r1", intf, intf, "", ""))
+	}
+	topology(t, lab, "busy", "r1", l1...)
+	topology(t, lab, "busy", "r2", l2...)
+	r1 := lab.AddPod(a, "busy", "r1")
+	lab.AddPod(b, "busy", "r2")
+	links := lab.LinkClient(a)
+	apply := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err := links.ApplyPod(ctx, &meshnetv1.ApplyPodRequest{Namespace: "busy", Pod: "r1"})
+		return err
+	}
+	added := make(chan struct{})
+	go func() { defer close(added); cni(t, r1, "ADD") }()
+	for names, _ := labnet.Links(r1.Netns); len(names) < 32; names, _ = labnet.Links(r1.Netns) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	start := time.Now()
+	err := apply()
+	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "being wired") {
+		t.Fatalf("ApplyPod during the ADD: %v, want NotFound saying the pod is being wired", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("ApplyPod during the ADD answered after %v, want at once", took)
+	}
+	t.Logf("ApplyPod during the ADD: %v", err)
+	<-added
+	if err := apply(); err != nil {
+		t.Fatalf("ApplyPod after the ADD: %v", err)
 	}
 }

@@ -59,10 +59,6 @@ func (w *Wirer) SetRemoteStates(ctx context.Context, k podstore.Key, ends []link
 
 // setRemoteStates makes the one call to the meshnetd at ip for ends[idx].
 func (w *Wirer) setRemoteStates(ctx context.Context, ip netip.Addr, k podstore.Key, ends []linkserver.RemoteState, idx []int) ([]*meshnetv1.RemoteStateResult, error) {
-	c, err := w.peerClient(ip)
-	if err != nil {
-		return nil, err
-	}
 	req := &meshnetv1.SetRemoteStatesRequest{}
 	for _, i := range idx {
 		l := ends[i].Link
@@ -75,9 +71,12 @@ func (w *Wirer) setRemoteStates(ctx context.Context, ip netip.Addr, k podstore.K
 			State: state,
 		})
 	}
-	cctx, cancel := context.WithTimeout(ctx, peerCallTimeout+time.Duration(len(idx))*perEndTimeout)
-	defer cancel()
-	results, err := setRemoteStatesOn(cctx, c, req)
+	var results []*meshnetv1.RemoteStateResult
+	err := w.callPeer(ctx, ip, peerCallTimeout+time.Duration(len(idx))*perEndTimeout, func(ctx context.Context, c meshnetv1.PeerServiceClient) error {
+		var err error
+		results, err = setRemoteStatesOn(ctx, c, req)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("set %d remote ends of %s on meshnetd at %s: %w", len(idx), k, ip, err)
 	}

@@ -108,8 +108,13 @@ type Wirer struct {
 	// leaves alone: the runtime may have listed its attachments before.
 	adding  map[string]bool
 	lastErr map[linkID]string
+	// inCNI counts the ADDs and DELs (or GC's teardowns) of a pod in flight.
+	inCNI map[podstore.Key]int
 
 	status workqueue.TypedRateLimitingInterface[podstore.Key]
+
+	// toPeers bounds the calls in flight to each other node's meshnetd.
+	toPeers peerQueues
 }
 
 type linkID struct {
@@ -142,6 +147,8 @@ func New(cfg Config) (*Wirer, error) {
 		deleting: map[podstore.Key]bool{},
 		adding:   map[string]bool{},
 		lastErr:  map[linkID]string{},
+		inCNI:    map[podstore.Key]int{},
+		toPeers:  peerQueues{size: remoteCallsInFlight},
 		status: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[podstore.Key](),
 			workqueue.TypedRateLimitingQueueConfig[podstore.Key]{Name: "topology-status"}),
@@ -247,6 +254,21 @@ func (w *Wirer) peerClient(ip netip.Addr) (meshnetv1.PeerServiceClient, error) {
 		return nil, err
 	}
 	return meshnetv1.NewPeerServiceClient(c), nil
+}
+
+// callPeer makes a call to the meshnetd of the node at ip, in its turn
+// among this daemon's calls to that node (toPeers), within timeout of
+// getting it.
+func (w *Wirer) callPeer(ctx context.Context, ip netip.Addr, timeout time.Duration, call func(context.Context, meshnetv1.PeerServiceClient) error) error {
+	c, err := w.peerClient(ip)
+	if err != nil {
+		return err
+	}
+	return w.toPeers.do(ctx, ip, func() error {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return call(ctx, c)
+	})
 }
 
 // peerCallTimeout bounds one call to another node's meshnetd.
@@ -361,6 +383,33 @@ func (w *Wirer) setDeleting(k podstore.Key, on bool) {
 	} else {
 		delete(w.deleting, k)
 	}
+}
+
+// InCNI tells whether pod k's CNI ADD or DEL is making or removing its
+// links on this node right now: the links are the ADD's or DEL's until it
+// ends, and a runtime change or a read of all of them meanwhile (an
+// ApplyPod) would only contend with it. A 10,000-link ADD beside the
+// controller's ApplyPods, each reading the pod whole until a read was not
+// interrupted by the ADD's changes, outlasted CNI's 2 minutes.
+func (w *Wirer) InCNI(k podstore.Key) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.inCNI[k] > 0
+}
+
+// enterCNI marks pod k's ADD or DEL in flight until the returned func is
+// called.
+func (w *Wirer) enterCNI(k podstore.Key) func() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.inCNI[k]++
+	return sync.OnceFunc(func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.inCNI[k]--; w.inCNI[k] <= 0 {
+			delete(w.inCNI, k)
+		}
+	})
 }
 
 // setAdding marks a sandbox's ADD in flight until the returned func is

@@ -4,9 +4,11 @@
 package labnet
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -17,8 +19,12 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/internal/controlplane/clustertest"
 	"github.com/meshnet/meshnet/internal/lab"
 	"github.com/meshnet/meshnet/internal/links/netnstest"
@@ -262,4 +268,23 @@ func must(t testing.TB, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// LinkClient is a LinkService client of node's meshnetd, reached in the
+// node network and carrying the lab's token, as the controller calls it.
+// It is closed when the test ends.
+func (l *Lab) LinkClient(node *Node) meshnetv1.LinkServiceClient {
+	l.t.Helper()
+	token, err := os.ReadFile(l.TokenFile())
+	must(l.t, err)
+	bearer := "Bearer " + strings.TrimSpace(string(token))
+	conn, err := grpc.NewClient(fmt.Sprintf("%s:%d", node.IP, GRPCPort),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return node.Dial(ctx, addr) }),
+		grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			return invoker(metadata.AppendToOutgoingContext(ctx, "authorization", bearer), method, req, reply, cc, opts...)
+		}))
+	must(l.t, err)
+	l.t.Cleanup(func() { conn.Close() })
+	return meshnetv1.NewLinkServiceClient(conn)
 }
