@@ -147,6 +147,7 @@ func TestNodeMeshnetAsInstalled(t *testing.T) {
 		t.Run("HostileCallsChangeNothing", func(t *testing.T) { hostileCallsChangeNothing(t, c, ns) })
 		t.Run("FloodOnOneNode", func(t *testing.T) { floodOnOneNode(t, c, ns, editor) })
 	})
+	t.Run("ContainerlabFRRLab", func(t *testing.T) { containerlabFRRLab(t, c, "clab") })
 	t.Run("MacvlanToTheNodeNIC", func(t *testing.T) {
 		ns := "macvlan"
 		// Without a cluster admin's consent the macvlan is refused at
