@@ -43,6 +43,13 @@ const (
 	MaxRoutes = 256
 )
 
+// VXLAN's numbers, which the markers on LinkOptions repeat: a VNI is 24
+// bits, and udp_port is the IANA VXLAN port when unset.
+const (
+	MaxVNI           = 1<<24 - 1
+	DefaultVXLANPort = 4789
+)
+
 // MaxLinksWithLinkLocal is the most links a Topology may have while its
 // links get IPv6 link-local addresses (ipv6_link_local unset or true); the
 // CEL rule on TopologySpec says it again (deploy/crd's tests check they

@@ -34,6 +34,10 @@ func TestCRDBoundsAreTheAPIs(t *testing.T) {
 				t.Errorf("%s: spec.%s maxItems %v, want v1beta1's %d", v.Name, field, got, want)
 			}
 		}
+		vni := spec.Properties["links"].Items.Schema.Properties["link_options"].Properties["vni"]
+		if vni.Maximum == nil || *vni.Maximum != v1beta1.MaxVNI {
+			t.Errorf("%s: spec.links[].link_options.vni maximum %v, want v1beta1's %d", v.Name, vni.Maximum, v1beta1.MaxVNI)
+		}
 		bound := fmt.Sprintf("size(self.links) <= %d ", v1beta1.MaxLinksWithLinkLocal)
 		found := false
 		for _, r := range spec.XValidations {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/links/netnstest"
 	"github.com/vishvananda/netlink"
 )
@@ -313,7 +314,7 @@ func TestKernelVXLAN(t *testing.T) {
 			t.Fatal(err)
 		}
 		vx := l.(*netlink.Vxlan)
-		if vx.VtepDevIndex != index(t, c.node, c.nic) || vx.Learning || vx.Port != DefaultVXLANPort || uint32(vx.VxlanId) != vni {
+		if vx.VtepDevIndex != index(t, c.node, c.nic) || vx.Learning || vx.Port != v1beta1.DefaultVXLANPort || uint32(vx.VxlanId) != vni {
 			t.Fatalf("vxlan in %s: %+v, want parent %s, learning off, port 4789, vni %d", c.pod.Path(), vx, c.nic, vni)
 		}
 	}
@@ -390,7 +391,7 @@ func TestKernelVXLANCollision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []VXLANDevice{{Netns: p1.Path(), Name: "eth1", VNI: 5001, Port: DefaultVXLANPort, Remote: netip.MustParseAddr("192.168.50.2")}}
+	want := []VXLANDevice{{Netns: p1.Path(), Name: "eth1", VNI: 5001, Port: v1beta1.DefaultVXLANPort, Remote: netip.MustParseAddr("192.168.50.2")}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("ListVXLANs(node 1): %+v, want %+v (p2's device belongs to node 2)", got, want)
 	}

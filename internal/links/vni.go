@@ -3,6 +3,8 @@ package links
 import (
 	"hash/fnv"
 	"strconv"
+
+	"github.com/meshnet/meshnet/api/v1beta1"
 )
 
 // VNI derives the VXLAN network identifier of a link from what both of its
@@ -49,9 +51,9 @@ func vniAt(namespace, podA, podB string, uid, attempt int) uint32 {
 		h.Write([]byte{0})
 	}
 	sum := h.Sum32()
-	v := (sum >> 24) ^ (sum & MaxVNI) // xor-fold, as FNV's authors advise for short hashes
+	v := (sum >> 24) ^ (sum & v1beta1.MaxVNI) // xor-fold, as FNV's authors advise for short hashes
 	if v == 0 {
-		v = MaxVNI
+		v = v1beta1.MaxVNI
 	}
 	return v
 }

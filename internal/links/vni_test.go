@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"testing"
+
+	"github.com/meshnet/meshnet/api/v1beta1"
 )
 
 func TestVNISameFromBothEnds(t *testing.T) {
@@ -12,8 +14,8 @@ func TestVNISameFromBothEnds(t *testing.T) {
 	if a != b {
 		t.Fatalf("VNI(r1,r2)=%d, VNI(r2,r1)=%d: ends disagree", a, b)
 	}
-	if a == 0 || a > MaxVNI {
-		t.Fatalf("VNI %d outside 1..%d", a, MaxVNI)
+	if a == 0 || a > v1beta1.MaxVNI {
+		t.Fatalf("VNI %d outside 1..%d", a, v1beta1.MaxVNI)
 	}
 }
 
@@ -57,8 +59,8 @@ func TestVNISpread(t *testing.T) {
 	var buckets [16]int
 	for i := range n {
 		v := VNI(fmt.Sprintf("ns%d", i%37), fmt.Sprintf("pod-%d", i), fmt.Sprintf("pod-%d", i+1), i%64)
-		if v == 0 || v > MaxVNI {
-			t.Fatalf("VNI %d outside 1..%d", v, MaxVNI)
+		if v == 0 || v > v1beta1.MaxVNI {
+			t.Fatalf("VNI %d outside 1..%d", v, v1beta1.MaxVNI)
 		}
 		if seen[v] {
 			collisions++
@@ -66,7 +68,7 @@ func TestVNISpread(t *testing.T) {
 		seen[v] = true
 		buckets[v>>20]++
 	}
-	expected := float64(n) * float64(n-1) / 2 / MaxVNI
+	expected := float64(n) * float64(n-1) / 2 / v1beta1.MaxVNI
 	t.Logf("%d collisions among %d links (birthday bound %.1f)", collisions, n, expected)
 	if float64(collisions) > 4*expected {
 		t.Errorf("%d collisions among %d links, an even spread gives about %.1f", collisions, n, expected)

@@ -8,13 +8,9 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/meshnet/meshnet/api/v1beta1"
 )
-
-// DefaultVXLANPort is the IANA VXLAN UDP port.
-const DefaultVXLANPort = 4789
-
-// MaxVNI is the largest 24-bit VXLAN network identifier.
-const MaxVNI = 1<<24 - 1
 
 // ErrVNIInUse is returned when the node already has a vxlan device with the
 // same VNI and UDP port. The kernel keeps one such device per (node netns,
@@ -35,7 +31,7 @@ type VXLAN struct {
 	Local netip.Addr
 	// Remote is the peer node's IP, or an external VTEP's.
 	Remote netip.Addr
-	// Port is the UDP port; 0 means DefaultVXLANPort.
+	// Port is the UDP port; 0 means v1beta1.DefaultVXLANPort.
 	Port uint16
 }
 
@@ -95,15 +91,15 @@ func ensureVXLAN(x VXLAN) (Result, error) {
 	if x.Node == nil {
 		return 0, errors.New("no node netns")
 	}
-	if x.VNI == 0 || x.VNI > MaxVNI {
-		return 0, fmt.Errorf("vni %d outside 1..%d", x.VNI, MaxVNI)
+	if x.VNI == 0 || x.VNI > v1beta1.MaxVNI {
+		return 0, fmt.Errorf("vni %d outside 1..%d", x.VNI, v1beta1.MaxVNI)
 	}
 	if !x.Remote.IsValid() {
 		return 0, errors.New("no remote vtep")
 	}
 	x.Remote = x.Remote.Unmap()
 	if x.Port == 0 {
-		x.Port = DefaultVXLANPort
+		x.Port = v1beta1.DefaultVXLANPort
 	}
 	parent, local, err := underlay(x.Node, x.Local.Unmap(), x.Remote)
 	if err != nil {

@@ -777,7 +777,7 @@ func (s *Server) baseStatus(p podstore.Pod, l podstore.Link) *meshnetv1.LinkStat
 		Peer:      peerOf(p, l),
 	}
 	if l.Kind == v1beta1.LinkKindVXLAN || l.Kind == v1beta1.LinkKindPhy {
-		port := uint32(links.DefaultVXLANPort)
+		port := uint32(v1beta1.DefaultVXLANPort)
 		if l.UDPPort != 0 {
 			port = uint32(l.UDPPort)
 		}

@@ -41,7 +41,7 @@ type Link struct {
 	// PeerNodeIP is the VTEP of the peer's node for a cross-node VXLAN link.
 	PeerNodeIP string `json:"peer_node_ip,omitempty"`
 	VNI        uint32 `json:"vni,omitempty"`
-	// UDPPort is a physical peer's VXLAN port; 0 means links.DefaultVXLANPort.
+	// UDPPort is a physical peer's VXLAN port; 0 means v1beta1.DefaultVXLANPort.
 	UDPPort uint16 `json:"udp_port,omitempty"`
 }
 

@@ -35,7 +35,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/links"
 	"github.com/meshnet/meshnet/internal/netemconv"
 )
 
@@ -445,8 +444,8 @@ func (p *parser) checkLink(l Link) {
 		if ip, err := netip.ParseAddr(o.RemoteVTEP); err != nil || ip.Zone() != "" {
 			p.errorf("%s.link_options.remote_vtep: %q is not an IP address", at, o.RemoteVTEP)
 		}
-		if o.VNI < 1 || o.VNI > links.MaxVNI {
-			p.errorf("%s.link_options.vni: %d is outside 1..%d", at, o.VNI, links.MaxVNI)
+		if o.VNI < 1 || o.VNI > v1beta1.MaxVNI {
+			p.errorf("%s.link_options.vni: %d is outside 1..%d", at, o.VNI, v1beta1.MaxVNI)
 		}
 		if o.UDPPort != nil && (*o.UDPPort < 1 || *o.UDPPort > 65535) {
 			p.errorf("%s.link_options.udp_port: %d is outside 1..65535", at, *o.UDPPort)
@@ -526,7 +525,7 @@ func (p *parser) checkAcrossLinks() {
 
 func udpPort(o *v1beta1.LinkOptions) int32 {
 	if o.UDPPort == nil {
-		return links.DefaultVXLANPort
+		return v1beta1.DefaultVXLANPort
 	}
 	return *o.UDPPort
 }

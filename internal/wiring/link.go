@@ -187,7 +187,7 @@ func (w *Wirer) wireLink(ctx context.Context, p pod, l v1beta1.Link) (wired, err
 		End:  &meshnetv1.LinkEnd{Pod: &meshnetv1.PodRef{Namespace: p.key.Namespace, Name: l.PeerPod}, Interface: l.PeerIntf, Uid: uint32(l.UID)},
 		Peer: &meshnetv1.LinkEnd{Pod: &meshnetv1.PodRef{Namespace: p.key.Namespace, Name: p.key.Name}, Interface: l.LocalIntf, Uid: uint32(l.UID)},
 		Vxlan: &meshnetv1.Vxlan{
-			Vni: vni, LocalVtep: peerIP.String(), RemoteVtep: w.cfg.NodeIP.String(), UdpPort: links.DefaultVXLANPort,
+			Vni: vni, LocalVtep: peerIP.String(), RemoteVtep: w.cfg.NodeIP.String(), UdpPort: v1beta1.DefaultVXLANPort,
 		},
 		Ip: l.PeerIP,
 	}
@@ -274,7 +274,7 @@ func udpPort(o *v1beta1.LinkOptions) uint16 {
 	if o.UDPPort != nil {
 		return uint16(*o.UDPPort)
 	}
-	return links.DefaultVXLANPort
+	return v1beta1.DefaultVXLANPort
 }
 
 // applyNetem shapes the link's egress as its spec says, and records why

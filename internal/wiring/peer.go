@@ -165,7 +165,7 @@ func (w *Wirer) linkStatus(k podstore.Key, l v1beta1.Link, kind v1beta1.LinkKind
 		ls.Addresses = append(ls.Addresses, a.String())
 	}
 	if vni != 0 {
-		ls.Vxlan = &meshnetv1.Vxlan{Vni: vni, LocalVtep: w.cfg.NodeIP.String(), RemoteVtep: remote.String(), UdpPort: links.DefaultVXLANPort}
+		ls.Vxlan = &meshnetv1.Vxlan{Vni: vni, LocalVtep: w.cfg.NodeIP.String(), RemoteVtep: remote.String(), UdpPort: v1beta1.DefaultVXLANPort}
 	}
 	return ls
 }
