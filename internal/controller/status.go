@@ -60,9 +60,9 @@ func convergedStatus(topo *v1beta1.Topology, pod *corev1.Pod, d desired, kernel 
 	}
 	switch {
 	case len(errs) > 0:
-		setConditions(&st, topo.Generation, metav1.ConditionFalse, v1beta1.ReasonLinkErrors, strings.Join(errs, "; "))
+		setConditions(&st, topo.Generation, metav1.ConditionFalse, v1beta1.ReasonLinkErrors, firstOf(errs, "links failed"))
 	case len(waiting) > 0:
-		setCondition(&st, v1beta1.ConditionReady, topo.Generation, metav1.ConditionFalse, v1beta1.ReasonLinksPending, strings.Join(waiting, "; "))
+		setCondition(&st, v1beta1.ConditionReady, topo.Generation, metav1.ConditionFalse, v1beta1.ReasonLinksPending, firstOf(waiting, "links wait"))
 		setCondition(&st, v1beta1.ConditionDegraded, topo.Generation, metav1.ConditionFalse, v1beta1.ReasonLinksPending,
 			fmt.Sprintf("no link failed; %d of %d links wait for their peer side (see Ready)", len(waiting), len(topo.Spec.Links)))
 	default:
@@ -75,6 +75,21 @@ func convergedStatus(topo *v1beta1.Topology, pod *corev1.Pod, d desired, kernel 
 		setConditions(&st, topo.Generation, metav1.ConditionTrue, v1beta1.ReasonConverged, msg)
 	}
 	return st
+}
+
+// conditionItems is the most links a condition's message names: the API
+// server refuses a message past 32,768 characters, and a pod of thousands of
+// links waiting for their peers named them all, so that its status was never
+// written.
+const conditionItems = 20
+
+// firstOf joins the first conditionItems of items, and says how many more
+// there are ("...; and 980 more links wait").
+func firstOf(items []string, more string) string {
+	if len(items) <= conditionItems {
+		return strings.Join(items, "; ")
+	}
+	return fmt.Sprintf("%s; and %d more %s", strings.Join(items[:conditionItems], "; "), len(items)-conditionItems, more)
 }
 
 // failedStatus keeps what the status said about the links and records why

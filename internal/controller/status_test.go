@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -60,5 +62,28 @@ func TestUnchangedSkipsOnlyWritesThatChangeNothing(t *testing.T) {
 	}
 	if st := convergedStatus(topo, pod, d, kernel(meshnetv1.LinkState_LINK_STATE_DOWN, "busy"), nil); unchanged(topo, st) {
 		t.Error("Ready turning False is no change")
+	}
+}
+
+// TestConditionsOfWidePodsFitTheAPIServer: a pod of 10,000 links, all
+// waiting for their peer, gets a Ready condition whose message names the
+// first ones and counts the rest, within the API server's 32,768
+// characters (named one by one, "not wired yet" each, it was 327,782, and the
+// API server refused the status).
+func TestConditionsOfWidePodsFitTheAPIServer(t *testing.T) {
+	topo := &v1beta1.Topology{}
+	topo.Generation = 1
+	for i := range v1beta1.MaxLinks {
+		topo.Spec.Links = append(topo.Spec.Links, v1beta1.Link{UID: i + 1, PeerPod: "r2", LocalIntf: "e" + strconv.Itoa(i), PeerIntf: "e" + strconv.Itoa(i)})
+	}
+	pod := &corev1.Pod{Spec: corev1.PodSpec{NodeName: "node-1"}}
+	st := convergedStatus(topo, pod, desired{}, nil, nil)
+	for _, c := range st.Conditions {
+		if len(c.Message) > 32768 {
+			t.Errorf("%s: message of %d characters, past the API server's 32,768", c.Type, len(c.Message))
+		}
+		if c.Type == v1beta1.ConditionReady && !strings.HasSuffix(c.Message, "; and 9980 more links wait") {
+			t.Errorf("Ready: %.200s ... %s, want the first 20 named and the rest counted", c.Message, c.Message[max(0, len(c.Message)-60):])
+		}
 	}
 }
