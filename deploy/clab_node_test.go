@@ -3,15 +3,11 @@
 package deploy_test
 
 import (
-	"bytes"
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/meshnet/meshnet/internal/clabfile"
 	"github.com/meshnet/meshnet/internal/kubecluster"
 	"github.com/meshnet/meshnet/internal/meshnetctl"
 )
@@ -21,41 +17,28 @@ import (
 // behind router2.
 const frrLab = "../internal/clabfile/testdata/frr-ospf/frr-ospf.clab.yml"
 
-// containerlabFRRLab runs frrLab unchanged on the cluster (its manifests
-// applied as a GitOps user applies them, kubectl apply --server-side), with
-// the lab registry's FRR and host images: every OSPF adjacency comes up Full
+// containerlabFRRLab runs frrLab unchanged on the cluster with kubectl
+// meshnet clab apply, from the lab registry's FRR and host images: every OSPF adjacency comes up Full
 // and host1 reaches host2 through router1 and router2; a cable pull of
 // router1-router2 with kubectl meshnet sends the traffic through router3,
 // and putting the cable back brings the first path back.
 func containerlabFRRLab(t *testing.T, c *kubecluster.Cluster, ns string) {
 	ctx := context.Background()
-	data, err := os.ReadFile(frrLab)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lab, err := clabfile.Parse(data, os.DirFS(filepath.Dir(frrLab)), os.LookupEnv)
-	if err != nil {
-		t.Fatalf("%s: %v", frrLab, err)
-	}
-	objs, err := lab.Objects(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var manifests bytes.Buffer
-	if err := objs.WriteYAML(&manifests); err != nil {
-		t.Fatal(err)
+	cli := func(args ...string) {
+		t.Helper()
+		var stdout, stderr strings.Builder
+		code := meshnetctl.Main(append([]string{"--kubeconfig", c.Kubeconfig, "-n", ns}, args...), &stdout, &stderr)
+		t.Logf("$ kubectl meshnet %s\n%s%s", strings.Join(args, " "), stdout.String(), stderr.String())
+		if code != 0 {
+			t.Fatalf("kubectl meshnet %s: exit %d", strings.Join(args, " "), code)
+		}
 	}
 	if err := c.Namespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	file := filepath.Join(t.TempDir(), "frr-ospf.yaml")
-	if err := os.WriteFile(file, manifests.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now()
-	kubectl(t, c, "apply", "--server-side", "-f", file)
-	waitRunning(t, c, ns, lab.Nodes...)
-	t.Logf("%d pods of the lab Ready %v after the apply", len(lab.Nodes), time.Since(start).Round(time.Second))
+	cli("clab", "apply", frrLab, "--wait")
+	t.Logf("the lab's pods and Topologies Ready %v after the apply", time.Since(start).Round(time.Second))
 
 	for _, r := range []string{"router1", "router2", "router3"} {
 		eventually(t, 2*time.Minute, r+"'s two OSPF neighbours Full", func() (bool, string) {
@@ -88,15 +71,6 @@ func containerlabFRRLab(t *testing.T, c *kubecluster.Cluster, ns string) {
 		return hop == "192.168.1.2", hop
 	})
 
-	cli := func(args ...string) {
-		t.Helper()
-		var stdout, stderr strings.Builder
-		code := meshnetctl.Main(append([]string{"--kubeconfig", c.Kubeconfig, "-n", ns}, args...), &stdout, &stderr)
-		t.Logf("$ kubectl meshnet %s\n%s%s", strings.Join(args, " "), stdout.String(), stderr.String())
-		if code != 0 {
-			t.Fatalf("kubectl meshnet %s: exit %d", strings.Join(args, " "), code)
-		}
-	}
 	pulled := time.Now()
 	cli("down", "router1", "eth1")
 	t.Logf("kubectl meshnet down returned %v after it started: both ends down, as the status says", time.Since(pulled).Round(100*time.Millisecond))

@@ -84,6 +84,7 @@ says the kernel has them.`,
 		newGraphCommand(o),
 		newWatchCommand(o),
 		newCaptureCommand(o),
+		newClabCommand(o),
 	)
 	return root
 }
@@ -113,6 +114,12 @@ func (o *options) connect() error {
 	}
 	if o.namespace, _, err = cfg.Namespace(); err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	// client-go's default of 5 requests a second, 10 at once, would hold
+	// clab apply (3 requests an object) for minutes on a large lab; the
+	// API server's priority and fairness guards it, as it does kubectl's.
+	if rc.QPS == 0 && rc.Burst == 0 {
+		rc.QPS, rc.Burst = 50, 100
 	}
 	c, err := client.NewWithWatch(rc, client.Options{Scheme: scheme(), Mapper: mapper()})
 	if err != nil {
@@ -160,6 +167,7 @@ func mapper() meta.RESTMapper {
 	m := meta.NewDefaultRESTMapper(nil)
 	m.Add(v1beta1.GroupVersion.WithKind("Topology"), meta.RESTScopeNamespace)
 	m.Add(corev1.SchemeGroupVersion.WithKind("Pod"), meta.RESTScopeNamespace)
+	m.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
 	return m
 }
 
