@@ -3,10 +3,8 @@
 package wiring_test
 
 import (
-	"fmt"
 	"testing"
 
-	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/lab/labnet"
 )
 
@@ -25,16 +23,8 @@ func TestKernelWidePodPeakMemory(t *testing.T) {
 	lab := labnet.New(t, bins)
 	a := lab.AddNode("node-a", "eth0")
 	b := lab.AddNode("node-b", "eth0")
-	lab.Namespace("lab")
-	var l1, l2 []v1beta1.Link
-	for uid := range n {
-		intf := fmt.Sprintf("e%d", uid)
-		l1 = append(l1, link(uid, "r2", intf, intf, "", ""))
-		l2 = append(l2, link(uid, "r1", intf, intf, "", ""))
-	}
-	topology(t, lab, "lab", "r1", l1...)
-	topology(t, lab, "lab", "r2", l2...)
-	r := &ring{namespace: "lab", pods: []*labnet.Pod{lab.AddPod(a, "lab", "r1"), lab.AddPod(b, "lab", "r2")}}
+	r1, r2 := widePair(t, lab, a, b, "lab", n)
+	r := &ring{namespace: "lab", pods: []*labnet.Pod{r1, r2}}
 	r.all(t, "ADD")
 	for _, p := range r.pods {
 		if names := linkNames(t, p); len(names) != n+1 {

@@ -184,17 +184,7 @@ func TestKernelGivenUpADDStops(t *testing.T) {
 	const n = 1024
 	lab := labnet.New(t, bins)
 	a, b := lab.AddNode("node-a", "eth0"), lab.AddNode("node-b", "eth0")
-	lab.Namespace("gone")
-	var l1, l2 []v1beta1.Link
-	for uid := 1; uid <= n; uid++ {
-		intf := fmt.Sprintf("e%d", uid)
-		l1 = append(l1, link(uid, "r2", intf, intf, "", ""))
-		l2 = append(l2, link(uid, "r1", intf, intf, "", ""))
-	}
-	topology(t, lab, "gone", "r1", l1...)
-	topology(t, lab, "gone", "r2", l2...)
-	r1 := lab.AddPod(a, "gone", "r1")
-	lab.AddPod(b, "gone", "r2")
+	r1, _ := widePair(t, lab, a, b, "gone", n)
 	count := func() int { names, _ := labnet.Links(r1.Netns); return len(names) - 1 }
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -241,17 +231,7 @@ func TestKernelApplyPodWaitsForTheADD(t *testing.T) {
 	const n = 1024
 	lab := labnet.New(t, bins)
 	a, b := lab.AddNode("node-a", "eth0"), lab.AddNode("node-b", "eth0")
-	lab.Namespace("busy")
-	var l1, l2 []v1beta1.Link
-	for uid := 1; uid <= n; uid++ {
-		intf := fmt.Sprintf("e%d", uid)
-		l1 = append(l1, link(uid, "r2", intf, intf, "", ""))
-		l2 = append(l2, link(uid, "r1", intf, intf, "", ""))
-	}
-	topology(t, lab, "busy", "r1", l1...)
-	topology(t, lab, "busy", "r2", l2...)
-	r1 := lab.AddPod(a, "busy", "r1")
-	lab.AddPod(b, "busy", "r2")
+	r1, _ := widePair(t, lab, a, b, "busy", n)
 	links := lab.LinkClient(a)
 	apply := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -277,4 +257,21 @@ func TestKernelApplyPodWaitsForTheADD(t *testing.T) {
 	if err := apply(); err != nil {
 		t.Fatalf("ApplyPod after the ADD: %v", err)
 	}
+}
+
+// widePair makes namespace ns with pods r1 on node a and r2 on node b,
+// joined by n links (interfaces e1 to en at both ends, VXLAN across the
+// two nodes), without wiring them.
+func widePair(t testing.TB, lab *labnet.Lab, a, b *labnet.Node, ns string, n int) (r1, r2 *labnet.Pod) {
+	t.Helper()
+	lab.Namespace(ns)
+	var l1, l2 []v1beta1.Link
+	for uid := 1; uid <= n; uid++ {
+		intf := fmt.Sprintf("e%d", uid)
+		l1 = append(l1, link(uid, "r2", intf, intf, "", ""))
+		l2 = append(l2, link(uid, "r1", intf, intf, "", ""))
+	}
+	topology(t, lab, ns, "r1", l1...)
+	topology(t, lab, ns, "r2", l2...)
+	return lab.AddPod(a, ns, "r1"), lab.AddPod(b, ns, "r2")
 }
