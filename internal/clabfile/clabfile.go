@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
-	"sigs.k8s.io/yaml"
 
 	"github.com/meshnet/meshnet/internal/topofile"
 )
@@ -79,16 +79,9 @@ func Parse(data []byte, dir fs.FS, env LookupEnv) (*Lab, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("expand environment variables: %w", errors.Join(errs...))
 	}
-	js, err := yaml.YAMLToJSONStrict(expanded)
+	top, err := topofile.ReadTop(expanded, "containerlab file", "name and topology")
 	if err != nil {
-		return nil, fmt.Errorf("read containerlab file: %w", err)
-	}
-	if t := bytes.TrimSpace(js); len(t) == 0 || bytes.Equal(t, []byte("null")) {
-		return nil, errors.New("read containerlab file: it is empty, want a mapping with name and topology")
-	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(js, &top); err != nil {
-		return nil, errors.New("read containerlab file: want a mapping with name and topology at the top")
+		return nil, err
 	}
 	p := &parser{dir: dir, lab: &Lab{}, said: map[string]bool{}, badNames: map[string]bool{}, files: map[string]*source{}}
 	p.top(top)
@@ -134,7 +127,7 @@ func (p *parser) ignore(field, reason string) {
 }
 
 func (p *parser) top(top map[string]json.RawMessage) {
-	for _, k := range sortedKeys(top) {
+	for _, k := range slices.Sorted(maps.Keys(top)) {
 		switch r, ok := topFields[k]; {
 		case !ok:
 			p.errorf("%s: unknown key (want name and topology)", k)
@@ -175,7 +168,7 @@ func (p *parser) topology(raw json.RawMessage) {
 		p.errorf("topology: want a mapping with nodes and links")
 		return
 	}
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if !slices.Contains(topologyFields, k) {
 			p.errorf("topology.%s: unknown key (want %s)", k, strings.Join(topologyFields, ", "))
 		}
@@ -234,13 +227,4 @@ func scalarText(v any) (string, bool) {
 		return "false", true
 	}
 	return "", false
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

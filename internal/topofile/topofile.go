@@ -27,6 +27,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -129,19 +130,12 @@ type PhysicalPeer struct {
 // each naming its place in the file, like
 // `links[3].endpoints[1]: "r1:eth1:10.0.0.1/33": bad prefix length`.
 func Parse(data []byte) (*File, error) {
-	js, err := yaml.YAMLToJSONStrict(data)
+	top, err := ReadTop(data, "topology file", "links")
 	if err != nil {
-		return nil, fmt.Errorf("read topology file: %w", err)
-	}
-	if t := bytes.TrimSpace(js); len(t) == 0 || bytes.Equal(t, []byte("null")) {
-		return nil, errors.New("read topology file: it is empty, want a mapping with links")
-	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(js, &top); err != nil {
-		return nil, errors.New("read topology file: want a mapping with links at the top")
+		return nil, err
 	}
 	p := &parser{f: &File{}, places: filePlaces{}}
-	for _, k := range sortedKeys(top) {
+	for _, k := range slices.Sorted(maps.Keys(top)) {
 		switch {
 		case k == "links":
 			p.links(top[k])
@@ -161,6 +155,25 @@ func Parse(data []byte) (*File, error) {
 		return nil, errors.Join(p.errs...)
 	}
 	return p.f, nil
+}
+
+// ReadTop reads a YAML file (strictly: no key twice) as a mapping of its
+// top-level keys, still encoded, for a converter to check key by key. what
+// names the file in errors ("topology file") and want the keys it must
+// have ("links"): an empty file, or one that is not a mapping, says so.
+func ReadTop(data []byte, what, want string) (map[string]json.RawMessage, error) {
+	js, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", what, err)
+	}
+	if t := bytes.TrimSpace(js); len(t) == 0 || bytes.Equal(t, []byte("null")) {
+		return nil, fmt.Errorf("read %s: it is empty, want a mapping with %s", what, want)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(js, &top); err != nil {
+		return nil, fmt.Errorf("read %s: want a mapping with %s at the top", what, want)
+	}
+	return top, nil
 }
 
 // NewFile checks links that a converter of another topology format made,
@@ -239,7 +252,7 @@ func (p *parser) link(uid int, raw json.RawMessage) (l Link, ok bool) {
 		p.errorf("%s: want a mapping with endpoints", at)
 		return l, false
 	}
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if !slices.Contains(linkKeys, k) {
 			p.errorf("%s: unknown key %q (want %s)", at, k, strings.Join(linkKeys, ", "))
 		}
@@ -528,15 +541,6 @@ func udpPort(o *v1beta1.LinkOptions) int32 {
 		return v1beta1.DefaultVXLANPort
 	}
 	return *o.UDPPort
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // Pods are the pods the file names, in order of first appearance.
