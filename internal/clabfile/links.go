@@ -3,6 +3,7 @@ package clabfile
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -119,7 +120,7 @@ func (p *parser) link(uid int, raw json.RawMessage, places linkPlaces) (l topofi
 		return l, false
 	}
 	n := len(p.errs)
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if !slices.Contains(keys, k) {
 			p.errorf("%s.%s: unknown key (want %s)", at, k, strings.Join(keys, ", "))
 		}
@@ -208,7 +209,7 @@ func (p *parser) extendedEnd(at string, raw json.RawMessage) topofile.Endpoint {
 		return topofile.Endpoint{}
 	}
 	var e topofile.Endpoint
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		switch k {
 		case "node":
 			e.Name, _ = p.scalar(at+".node", m[k])

@@ -3,6 +3,7 @@ package clabfile
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,7 +51,7 @@ func (p *parser) defs(at string, raw json.RawMessage) map[string]*def {
 		return nil
 	}
 	out := map[string]*def{}
-	for _, name := range sortedKeys(m) {
+	for _, name := range slices.Sorted(maps.Keys(m)) {
 		out[name] = p.def(at+"."+name, m[name])
 	}
 	return out
@@ -64,7 +65,7 @@ func (p *parser) def(at string, raw json.RawMessage) *def {
 		p.errorf("%s: want a mapping of settings", at)
 		return d
 	}
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		field := at + "." + k
 		r, ok := nodeFields[k]
 		switch {
@@ -121,7 +122,7 @@ func (p *parser) dict(at string, raw json.RawMessage) map[string]item {
 		return nil
 	}
 	out := map[string]item{}
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		s, ok := scalarText(m[k])
 		if !ok {
 			p.errorf("%s.%s: want a string", at, k)
@@ -223,7 +224,7 @@ func (n *node) where(at string) string {
 // no node uses change nothing, and are listed as ignored.
 func (p *parser) resolveNodes() {
 	usedKinds, usedGroups := map[string][]string{}, map[string][]string{}
-	for _, name := range sortedKeys(p.nodes) {
+	for _, name := range slices.Sorted(maps.Keys(p.nodes)) {
 		n := p.resolveNode(name)
 		usedKinds[n.kindAsWritten] = append(usedKinds[n.kindAsWritten], name)
 		if n.group != "" {
@@ -233,21 +234,21 @@ func (p *parser) resolveNodes() {
 		p.lab.nodes = append(p.lab.nodes, n)
 	}
 	p.report(p.defaults, "")
-	for _, k := range sortedKeys(p.kinds) {
+	for _, k := range slices.Sorted(maps.Keys(p.kinds)) {
 		if users := usedKinds[k]; len(users) > 0 {
 			p.report(p.kinds[k], " (nodes "+strings.Join(users, ", ")+")")
 		} else {
 			p.ignore(p.kinds[k].at, fmt.Sprintf("no node is of kind %q", k))
 		}
 	}
-	for _, g := range sortedKeys(p.groups) {
+	for _, g := range slices.Sorted(maps.Keys(p.groups)) {
 		if users := usedGroups[g]; len(users) > 0 {
 			p.report(p.groups[g], " (nodes "+strings.Join(users, ", ")+")")
 		} else {
 			p.ignore(p.groups[g].at, fmt.Sprintf("no node is in group %q", g))
 		}
 	}
-	for _, name := range sortedKeys(p.nodes) {
+	for _, name := range slices.Sorted(maps.Keys(p.nodes)) {
 		p.report(p.nodes[name], "")
 	}
 }
@@ -417,7 +418,7 @@ const importEnvs = "__IMPORT_ENVS"
 
 func (p *parser) env(n *node, m map[string]item) map[string]string {
 	out := map[string]string{}
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		it := m[k]
 		switch errs := validation.IsRelaxedEnvVarName(k); {
 		case k == importEnvs && it.value == "true":
@@ -439,7 +440,7 @@ var ownLabels = []string{LabLabel, NodeLabel, KindLabel, GroupLabel,
 // labels checks the node's labels: a pod's must be Kubernetes labels.
 func (p *parser) labels(n *node, m map[string]item) map[string]string {
 	out := map[string]string{}
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		it := m[k]
 		if slices.Contains(ownLabels, k) {
 			p.ignore(it.at, "containerlab sets this label itself, over the file's")

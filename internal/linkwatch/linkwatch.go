@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -303,7 +304,7 @@ func (w *Watcher) forget(k podstore.Key) uint64 {
 	delete(w.pods, k)
 	now := timestamppb.Now()
 	var evs []*meshnetv1.WatchLinksResponse
-	for _, intf := range sortedKeys(p.links) {
+	for _, intf := range slices.Sorted(maps.Keys(p.links)) {
 		evs = append(evs, event(meshnetv1.LinkEventType_LINK_EVENT_TYPE_DELETED, k, now, p.links[intf], nil))
 	}
 	if len(p.routes) > 0 {
@@ -338,7 +339,7 @@ func (w *Watcher) publish(k podstore.Key, snap Snapshot, cost time.Duration, tou
 		}
 		p.links[l.GetInterface()] = l
 	}
-	for _, intf := range sortedKeys(p.links) {
+	for _, intf := range slices.Sorted(maps.Keys(p.links)) {
 		if !seen[intf] {
 			evs = append(evs, event(meshnetv1.LinkEventType_LINK_EVENT_TYPE_DELETED, k, now, p.links[intf], nil))
 			delete(p.links, intf)
@@ -393,15 +394,6 @@ func (w *Watcher) send(ev *meshnetv1.WatchLinksResponse) {
 	}
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
 // Watch is one watcher's stream of events.
 type Watch struct {
 	namespace, pod string
@@ -436,7 +428,7 @@ func (w *Watcher) Watch(namespace, pod string) *Watch {
 	now := timestamppb.Now()
 	for _, k := range keys {
 		p := w.pods[k]
-		for _, intf := range sortedKeys(p.links) {
+		for _, intf := range slices.Sorted(maps.Keys(p.links)) {
 			ev := event(meshnetv1.LinkEventType_LINK_EVENT_TYPE_ADDED, k, now, p.links[intf], nil)
 			ev.Revision = w.rev
 			s.push(ev)
