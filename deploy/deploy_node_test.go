@@ -845,7 +845,7 @@ func TestNodeLinksThroughPodLifecycle(t *testing.T) {
 		// A state the Topology sets wins at the next pass (the Topology is
 		// the truth); with none set, a runtime change stays.
 		kubectl(t, c, "-n", ns, "patch", "topology", "r1", "--type=json", "-p", `[{"op":"remove","path":"/spec/links/0/state"}]`)
-		waitStatus(t, c, ns, "r1", func(l v1beta1.LinkStatus) bool { return len(l.Managed) == 0 })
+		waitManaged(t, c, ns, "r1", false)
 		set := func(state string) {
 			t.Helper()
 			out, err := exec.Command(grpcurl, "-cacert", caFile, "-H", "authorization: Bearer "+token,
@@ -1100,8 +1100,8 @@ func waitManaged(t *testing.T, c *kubecluster.Cluster, ns, name string, want boo
 	for {
 		var tp v1beta1.Topology
 		err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &tp)
-		if err == nil && tp.Status.ObservedGeneration == tp.Generation && len(tp.Status.Links) > 0 &&
-			slices.Contains(tp.Status.Links[0].Managed, "state") == want {
+		if err == nil && tp.Status.ObservedGeneration == tp.Generation && len(tp.Spec.Links) > 0 &&
+			slices.Contains(tp.LinkManagedFields(tp.Spec.Links[0].UID), "state") == want {
 			return
 		}
 		if time.Now().After(deadline) {

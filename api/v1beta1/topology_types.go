@@ -1,6 +1,9 @@
 package v1beta1
 
 import (
+	"maps"
+	"slices"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -60,6 +63,23 @@ const (
 // 10,000 in 4 min 11 s (past CNI's 2 minutes, so the pod never starts), and
 // 64 s without link-local addresses.
 const MaxLinksWithLinkLocal = 4096
+
+// A Topology's status must fit beside its spec in etcd's request limit
+// (1.5 MiB by default, for the whole object): the spec of 4,096 links with
+// addresses takes 0.5 MB, twice that with its managedFields (which name
+// every field of every link), and a status listing each link about 120
+// bytes a link, more with netem. So status.links lists every link while
+// the Topology with that list stays within MaxListingBytes of JSON (2,048
+// links with addresses do, 4,096 do not); past that, only the links
+// not up as specified (not wired yet, failed, down, or without carrier)
+// and the physical ones (whose status says how to set up the device's
+// side), at most MaxListedUnconverged of them, and status.omitted_links
+// counts the rest: links up, with carrier, as specified. What is left of
+// etcd's limit holds the conditions, status.managed and that list.
+const (
+	MaxListingBytes      = 1 << 20
+	MaxListedUnconverged = 1024
+)
 
 // A namespace's consent to links that touch the node, which only a cluster
 // admin gives (a namespace's editors cannot change its Namespace object);
@@ -334,14 +354,29 @@ type TopologyStatus struct {
 	ShapedLinks int32 `json:"shaped_links,omitempty"`
 	// +optional
 	DownLinks int32 `json:"down_links,omitempty"`
-	// Links are the links as read back from the kernel. One writer (the
-	// controller) writes the list whole: atomic, its managedFields entry is
-	// one field, not one per link, which is what lets the status of
-	// thousands of links fit etcd's request limit, and costs the API server
-	// less per write.
+	// Links are the links as read back from the kernel: all of them, or,
+	// when they would take the Topology past 1 MiB, those not up as
+	// specified (see OmittedLinks). One writer (the controller) writes the list whole:
+	// atomic, its managedFields entry is one field, not one per link, which
+	// costs the API server less per write.
 	// +optional
 	// +listType=atomic
 	Links []LinkStatus `json:"links,omitempty"`
+	// OmittedLinks counts the links Links leaves out: when listing every
+	// link would take the Topology past 1 MiB of JSON (thousands of links),
+	// the status lists only the links not up as specified (not wired yet,
+	// failed, down, or without carrier) and the physical ones, at most
+	// 1,024, so that it fits etcd's request limit beside the spec. While
+	// fewer than 1,024 are listed, a link left out is up, with carrier, as
+	// specified.
+	// +optional
+	OmittedLinks int32 `json:"omitted_links,omitempty"`
+	// Managed names, by spec field, the links (by uid) whose field the
+	// controller applied, so that removing the field from the spec undoes
+	// it, while fields the spec never had stay with runtime callers
+	// (grpcurl, REST). It is kept apart from Links, which may omit links.
+	// +optional
+	Managed *ManagedLinks `json:"managed,omitempty"`
 	// Conditions: Ready (every link is as specified) and Degraded (some link
 	// failed; the reason says which).
 	// +optional
@@ -399,12 +434,20 @@ type LinkStatus struct {
 	// LastError is the last failure applying this link, empty when none.
 	// +optional
 	LastError string `json:"last_error,omitempty"`
-	// Managed lists the spec fields (state, mtu, netem) the controller
-	// applied, so that removing one from the spec undoes it, while fields the
-	// spec never had stay with runtime callers (grpcurl, REST).
+}
+
+// ManagedLinks are the uids of the links whose spec field the controller
+// applied, one list per field.
+type ManagedLinks struct {
 	// +optional
 	// +listType=set
-	Managed []string `json:"managed,omitempty"`
+	State []int `json:"state,omitempty"`
+	// +optional
+	// +listType=set
+	MTU []int `json:"mtu,omitempty"`
+	// +optional
+	// +listType=set
+	Netem []int `json:"netem,omitempty"`
 }
 
 // PhysicalPeer is what the physical device must be configured with.
@@ -470,6 +513,69 @@ func (t *Topology) Link(uid int) *Link {
 		}
 	}
 	return nil
+}
+
+// AsSpecified reports whether the status leaves link uid out because it is
+// up, with carrier, as specified (OmittedLinks): with fewer than
+// MaxListedUnconverged links listed, every other link is among them.
+func (t *Topology) AsSpecified(uid int) bool {
+	return t != nil && t.Status.OmittedLinks > 0 && len(t.Status.Links) < MaxListedUnconverged && t.LinkStatus(uid) == nil
+}
+
+// LinkManagedFields are the spec fields of link uid that the controller
+// applied (status.managed), in the order state, mtu, netem.
+func (t *Topology) LinkManagedFields(uid int) []string {
+	return t.Status.Managed.ByUID()[uid]
+}
+
+// The names of the spec fields in ManagedLinks.
+const (
+	ManagedState = "state"
+	ManagedMTU   = "mtu"
+	ManagedNetem = "netem"
+)
+
+// fields pairs each field's name with its uids.
+func (m *ManagedLinks) fields() []struct {
+	name string
+	uids *[]int
+} {
+	return []struct {
+		name string
+		uids *[]int
+	}{{ManagedState, &m.State}, {ManagedMTU, &m.MTU}, {ManagedNetem, &m.Netem}}
+}
+
+// ByUID turns m around: the fields applied, by link uid, each in the
+// order state, mtu, netem. A nil m has none.
+func (m *ManagedLinks) ByUID() map[int][]string {
+	out := map[int][]string{}
+	if m == nil {
+		return out
+	}
+	for _, f := range m.fields() {
+		for _, uid := range *f.uids {
+			out[uid] = append(out[uid], f.name)
+		}
+	}
+	return out
+}
+
+// NewManagedLinks is the ManagedLinks of fields applied by link uid (as
+// ByUID gives them), the uids in order; nil when there are none.
+func NewManagedLinks(byUID map[int][]string) *ManagedLinks {
+	m := &ManagedLinks{}
+	for _, uid := range slices.Sorted(maps.Keys(byUID)) {
+		for _, f := range m.fields() {
+			if slices.Contains(byUID[uid], f.name) {
+				*f.uids = append(*f.uids, uid)
+			}
+		}
+	}
+	if m.State == nil && m.MTU == nil && m.Netem == nil {
+		return nil
+	}
+	return m
 }
 
 // LinkStatus returns the status of link uid, nil when t is nil or has none.

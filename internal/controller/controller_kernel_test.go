@@ -37,8 +37,8 @@ func TestKernelStateDownVeth(t *testing.T) {
 		l := linkStatus(topo, "eth1")
 		return converged(topo) && l != nil && l.State == v1beta1.LinkDown && !l.Carrier
 	})
-	if topo.Status.DownLinks != 1 || !slices.Contains(linkStatus(topo, "eth1").Managed, "state") {
-		t.Errorf("status down_links %d, eth1 managed %v; want 1, [state]", topo.Status.DownLinks, linkStatus(topo, "eth1").Managed)
+	if topo.Status.DownLinks != 1 || !slices.Contains(topo.LinkManagedFields(1), "state") {
+		t.Errorf("status down_links %d, eth1 managed %v; want 1, [state]", topo.Status.DownLinks, topo.LinkManagedFields(1))
 	}
 
 	mustEdit(t, p.lab, "r1", setState(nil, "eth1"))
@@ -51,8 +51,8 @@ func TestKernelStateDownVeth(t *testing.T) {
 		l := linkStatus(topo, "eth1")
 		return converged(topo) && l != nil && l.State == v1beta1.LinkUp && l.Carrier
 	})
-	if topo.Status.DownLinks != 0 || len(linkStatus(topo, "eth1").Managed) != 0 {
-		t.Errorf("status down_links %d, eth1 managed %v; want 0, none", topo.Status.DownLinks, linkStatus(topo, "eth1").Managed)
+	if topo.Status.DownLinks != 0 || len(topo.LinkManagedFields(1)) != 0 {
+		t.Errorf("status down_links %d, eth1 managed %v; want 0, none", topo.Status.DownLinks, topo.LinkManagedFields(1))
 	}
 }
 

@@ -42,7 +42,7 @@ func netemCycle(t *testing.T, p *pair, intf, peer string) {
 
 	mustEdit(t, p.lab, "r1", setLinkNetem(intf, &v1beta1.Netem{Delay: ptr.To[v1beta1.Duration]("50ms")}))
 	topo := waitStatus(t, p.lab, "r1", statusWithin, func(topo *v1beta1.Topology) bool {
-		return converged(topo) && shapedAs(linkStatus(topo, intf), 50*time.Millisecond, 0)
+		return converged(topo) && shapedAs(topo, intf, 50*time.Millisecond, 0)
 	})
 	checkShaped(t, topo, intf, 1)
 	checkQdisc(t, p, intf, "delay 50ms")
@@ -56,7 +56,7 @@ func netemCycle(t *testing.T, p *pair, intf, peer string) {
 	mustEdit(t, p.lab, "r1", setLinkNetem(intf, &v1beta1.Netem{
 		Delay: ptr.To[v1beta1.Duration]("20ms"), Loss: ptr.To[v1beta1.Percent]("10%")}))
 	topo = waitStatus(t, p.lab, "r1", statusWithin, func(topo *v1beta1.Topology) bool {
-		return converged(topo) && shapedAs(linkStatus(topo, intf), 20*time.Millisecond, 10)
+		return converged(topo) && shapedAs(topo, intf, 20*time.Millisecond, 10)
 	})
 	checkShaped(t, topo, intf, 1)
 	checkQdisc(t, p, intf, "delay 20ms", "loss 10%")
@@ -69,7 +69,7 @@ func netemCycle(t *testing.T, p *pair, intf, peer string) {
 	mustEdit(t, p.lab, "r1", setLinkNetem(intf, nil))
 	topo = waitStatus(t, p.lab, "r1", statusWithin, func(topo *v1beta1.Topology) bool {
 		l := linkStatus(topo, intf)
-		return converged(topo) && l != nil && l.Netem == nil && !slices.Contains(l.Managed, "netem")
+		return converged(topo) && l != nil && l.Netem == nil && !slices.Contains(topo.LinkManagedFields(l.UID), "netem")
 	})
 	if topo.Status.ShapedLinks != 0 {
 		t.Errorf("status shaped_links %d after netem was removed, want 0", topo.Status.ShapedLinks)
@@ -97,8 +97,9 @@ func setLinkNetem(intf string, n *v1beta1.Netem) func(*v1beta1.Topology) {
 // shapedAs is true when the status reads back the given delay and loss
 // (percent) from the kernel, within its rounding of them, and says the
 // controller manages the link's netem.
-func shapedAs(l *v1beta1.LinkStatus, delay time.Duration, loss float64) bool {
-	if l == nil || l.Netem == nil || l.Netem.Delay == nil || !slices.Contains(l.Managed, "netem") {
+func shapedAs(topo *v1beta1.Topology, intf string, delay time.Duration, loss float64) bool {
+	l := linkStatus(topo, intf)
+	if l == nil || l.Netem == nil || l.Netem.Delay == nil || !slices.Contains(topo.LinkManagedFields(l.UID), "netem") {
 		return false
 	}
 	d, err := l.Netem.Delay.Parse()
@@ -120,7 +121,7 @@ func checkShaped(t *testing.T, topo *v1beta1.Topology, intf string, shaped int32
 		t.Errorf("status shaped_links %d, want %d", topo.Status.ShapedLinks, shaped)
 	}
 	l := linkStatus(topo, intf)
-	t.Logf("%s status: netem delay %s loss %s, managed %v", intf, ptr.Deref(l.Netem.Delay, ""), ptr.Deref(l.Netem.Loss, ""), l.Managed)
+	t.Logf("%s status: netem delay %s loss %s, managed %v", intf, ptr.Deref(l.Netem.Delay, ""), ptr.Deref(l.Netem.Loss, ""), topo.LinkManagedFields(l.UID))
 }
 
 // checkQdisc asks tc, as an operator would, what r1's kernel has on intf.

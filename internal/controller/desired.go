@@ -13,11 +13,11 @@ import (
 )
 
 // Spec fields the controller manages per link, as recorded in
-// status.links[].managed.
+// status.managed.
 const (
-	managedState = "state"
-	managedMTU   = "mtu"
-	managedNetem = "netem"
+	managedState = v1beta1.ManagedState
+	managedMTU   = v1beta1.ManagedMTU
+	managedNetem = v1beta1.ManagedNetem
 )
 
 // desired is a pod's runtime state computed from its Topology.
@@ -47,10 +47,7 @@ type desired struct {
 // daemons would each push their own view to both VXLAN ends, and the link
 // would flap at every resync.
 func desiredState(topo *v1beta1.Topology, pod *corev1.Pod, peers map[string]*v1beta1.Topology) (desired, error) {
-	before := map[int][]string{}
-	for _, l := range topo.Status.Links {
-		before[l.UID] = l.Managed
-	}
+	before := topo.Status.Managed.ByUID()
 	d := desired{
 		request: &meshnetv1.ApplyPodRequest{
 			Namespace:  topo.Namespace,

@@ -59,7 +59,7 @@ func TestDesiredSendsOnlyWhatTheSpecSets(t *testing.T) {
 
 func TestDesiredUndoesWhatTheSpecDropped(t *testing.T) {
 	topo := topology(v1beta1.Link{UID: 1, LocalIntf: "eth1"})
-	topo.Status.Links = []v1beta1.LinkStatus{{UID: 1, LocalIntf: "eth1", Managed: []string{managedState, managedNetem}}}
+	topo.Status.Managed = &v1beta1.ManagedLinks{State: []int{1}, Netem: []int{1}}
 	topo.Status.RoutesManaged = true
 	d, err := desiredState(topo, &corev1.Pod{}, nil)
 	if err != nil {
@@ -112,7 +112,7 @@ func TestDesiredLinkDownWhenEitherEndSaysDown(t *testing.T) {
 		v1beta1.Link{UID: 5, PeerPod: "r2", LocalIntf: "eth5", State: up},
 		v1beta1.Link{UID: 6, PeerPod: v1beta1.PeerHost, LocalIntf: "eth6", PeerIntf: "eth0", State: up},
 	)
-	topo.Status.Links = []v1beta1.LinkStatus{{UID: 2, LocalIntf: "eth2", Managed: []string{managedState}}}
+	topo.Status.Managed = &v1beta1.ManagedLinks{State: []int{2}}
 	d, err := desiredState(topo, &corev1.Pod{}, map[string]*v1beta1.Topology{"r2": r2})
 	if err != nil {
 		t.Fatal(err)

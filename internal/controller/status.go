@@ -2,7 +2,9 @@ package controller
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -36,8 +38,10 @@ func convergedStatus(topo *v1beta1.Topology, pod *corev1.Pod, d desired, kernel 
 		Conditions: slices.Clone(topo.Status.Conditions),
 	}
 	var errs, waiting []string
+	var unconverged []v1beta1.LinkStatus // not up as specified, or physical: listed at any size
+	var skipped []v1beta1.SkippedLink
 	for _, l := range topo.Spec.Links {
-		ls := v1beta1.LinkStatus{UID: l.UID, LocalIntf: l.LocalIntf, Node: pod.Spec.NodeName, Managed: d.managed[l.UID]}
+		ls := v1beta1.LinkStatus{UID: l.UID, LocalIntf: l.LocalIntf, Node: pod.Spec.NodeName}
 		k, ok := kernel[l.LocalIntf]
 		switch {
 		case ok:
@@ -48,7 +52,7 @@ func convergedStatus(topo *v1beta1.Topology, pod *corev1.Pod, d desired, kernel 
 		default:
 			why := cmp.Or(d.waiting[l.UID], pending[l.LocalIntf], "not wired yet")
 			waiting = append(waiting, fmt.Sprintf("%s (uid %d): %s", l.LocalIntf, l.UID, why))
-			st.Skipped = append(st.Skipped, v1beta1.SkippedLink{PodName: l.PeerPod, LinkID: l.UID})
+			skipped = append(skipped, v1beta1.SkippedLink{PodName: l.PeerPod, LinkID: l.UID})
 		}
 		if ls.Netem != nil {
 			st.ShapedLinks++
@@ -56,8 +60,20 @@ func convergedStatus(topo *v1beta1.Topology, pod *corev1.Pod, d desired, kernel 
 		if ls.State == v1beta1.LinkDown {
 			st.DownLinks++
 		}
+		if !ok || ls.LastError != "" || ls.State != v1beta1.LinkUp || !ls.Carrier || ls.Physical != nil {
+			unconverged = append(unconverged, ls)
+		}
 		st.Links = append(st.Links, ls)
 	}
+	st.Skipped = skipped
+	if specBytes(topo)+listedBytes(st.Links) > v1beta1.MaxListingBytes {
+		// The whole list would not fit etcd's request limit beside the
+		// spec.
+		st.Links = unconverged[:min(len(unconverged), v1beta1.MaxListedUnconverged)]
+		st.Skipped = skipped[:min(len(skipped), v1beta1.MaxListedUnconverged)]
+		st.OmittedLinks = int32(len(topo.Spec.Links) - len(st.Links))
+	}
+	st.Managed = v1beta1.NewManagedLinks(d.managed)
 	switch {
 	case len(errs) > 0:
 		setConditions(&st, topo.Generation, metav1.ConditionFalse, v1beta1.ReasonLinkErrors, firstOf(errs, "links failed"))
@@ -75,6 +91,23 @@ func convergedStatus(topo *v1beta1.Topology, pod *corev1.Pod, d desired, kernel 
 		setConditions(&st, topo.Generation, metav1.ConditionTrue, v1beta1.ReasonConverged, msg)
 	}
 	return st
+}
+
+// listedBytes is the size of ls in JSON, as the API server stores it.
+func listedBytes(ls []v1beta1.LinkStatus) int { return jsonBytes(ls) }
+
+// specBytes is the size of topo without its status, in JSON as the API
+// server stores it: its spec and metadata, managedFields among them.
+func specBytes(topo *v1beta1.Topology) int {
+	return jsonBytes(&v1beta1.Topology{TypeMeta: topo.TypeMeta, ObjectMeta: topo.ObjectMeta, Spec: topo.Spec})
+}
+
+func jsonBytes(v any) int {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return math.MaxInt // cannot happen: it is plain data
+	}
+	return len(data)
 }
 
 // conditionItems is the most links a condition's message names: the API

@@ -1,11 +1,15 @@
 package controller
 
 import (
+	"encoding/json"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
@@ -85,5 +89,92 @@ func TestConditionsOfWidePodsFitTheAPIServer(t *testing.T) {
 		if c.Type == v1beta1.ConditionReady && !strings.HasSuffix(c.Message, "; and 9980 more links wait") {
 			t.Errorf("Ready: %.200s ... %s, want the first 20 named and the rest counted", c.Message, c.Message[max(0, len(c.Message)-60):])
 		}
+	}
+}
+
+// TestStatusOfWidePodsListsTheLinksNotUp: a Topology that would take more
+// than 1 MiB with every link listed lists only the links not up as specified
+// (with every link listed, 10,000 links' status and spec passed the API
+// server's 2 MiB to etcd, and the status was never written), counts the
+// rest, and keeps which fields the controller applied for every link.
+func TestStatusOfWidePodsListsTheLinksNotUp(t *testing.T) {
+	wide := func(n int) (*v1beta1.Topology, desired, map[string]*meshnetv1.LinkStatus) {
+		var ls []v1beta1.Link
+		kernel := map[string]*meshnetv1.LinkStatus{}
+		for i := range n {
+			intf := "e" + strconv.Itoa(i)
+			ls = append(ls, v1beta1.Link{UID: i + 1, PeerPod: "r2", LocalIntf: intf, PeerIntf: intf, MTU: ptr.To[int32](1400)})
+			kernel[intf] = &meshnetv1.LinkStatus{Interface: intf, Uid: uint32(i + 1), Kind: meshnetv1.LinkKind_LINK_KIND_VXLAN,
+				AdminState: meshnetv1.LinkState_LINK_STATE_UP, Carrier: true, Mtu: 1400}
+		}
+		topo := topology(ls...)
+		d, err := desiredState(topo, &corev1.Pod{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return topo, d, kernel
+	}
+	pod := &corev1.Pod{Spec: corev1.PodSpec{NodeName: "node-1"}}
+
+	topo, d, kernel := wide(v1beta1.MaxLinks)
+	delete(kernel, "e10")                                          // not wired yet
+	kernel["e20"].AdminState = meshnetv1.LinkState_LINK_STATE_DOWN // down
+	kernel["e30"].Carrier = false                                  // no carrier
+	kernel["e40"].LastError = "set mtu 1400 on e40: device busy"   // failed
+	st := convergedStatus(topo, pod, d, kernel, nil)
+	var listed []string
+	for _, l := range st.Links {
+		listed = append(listed, l.LocalIntf)
+	}
+	if strings.Join(listed, ",") != "e10,e20,e30,e40" || st.OmittedLinks != v1beta1.MaxLinks-4 {
+		t.Errorf("10,000 links, 4 not up: listed %v and %d omitted, want e10,e20,e30,e40 and 9996", listed, st.OmittedLinks)
+	}
+	if st.LinkCount != v1beta1.MaxLinks || st.DownLinks != 1 || len(st.Skipped) != 1 {
+		t.Errorf("link_count %d, down_links %d, skipped %d: want 10000, 1, 1", st.LinkCount, st.DownLinks, len(st.Skipped))
+	}
+	if st.Managed == nil || len(st.Managed.MTU) != v1beta1.MaxLinks {
+		t.Errorf("managed: %d links' mtu, want all 10,000", len(st.Managed.MTU))
+	}
+	topo.Status = st
+	if !topo.AsSpecified(1) || topo.AsSpecified(11) || !slices.Equal(topo.LinkManagedFields(9999), []string{v1beta1.ManagedMTU}) {
+		t.Errorf("AsSpecified(1) %v, AsSpecified(11) %v, managed fields of 9999 %v: want true, false, [mtu]",
+			topo.AsSpecified(1), topo.AsSpecified(11), topo.LinkManagedFields(9999))
+	}
+	if data, _ := json.Marshal(st); len(data) > 100_000 {
+		t.Errorf("status of 10,000 links, 4 not up: %d bytes, want under 100 kB", len(data))
+	}
+
+	// None wired yet: the first 1,024 listed, no link counted as specified.
+	st = convergedStatus(topo, pod, d, nil, nil)
+	if len(st.Links) != v1beta1.MaxListedUnconverged || len(st.Skipped) != v1beta1.MaxListedUnconverged || st.OmittedLinks != v1beta1.MaxLinks-v1beta1.MaxListedUnconverged {
+		t.Errorf("10,000 links waiting: %d listed, %d skipped, %d omitted; want 1024, 1024, 8976", len(st.Links), len(st.Skipped), st.OmittedLinks)
+	}
+	topo.Status = st
+	if topo.AsSpecified(v1beta1.MaxLinks) {
+		t.Error("with 1,024 links listed, a link left out is said to be as specified")
+	}
+
+	// 4,096 links with addresses: the spec with every link listed stays
+	// within 1 MiB; with the managedFields the API server records (every
+	// field of every link named), it does not, and only the links not up
+	// are listed.
+	topo, d, kernel = wide(v1beta1.MaxLinksWithLinkLocal)
+	fields := map[string]any{}
+	for i := range topo.Spec.Links {
+		l := &topo.Spec.Links[i]
+		l.LocalIP, l.PeerIP = fmt.Sprintf("10.%d.%d.1/30", i/64, i%64*4), fmt.Sprintf("10.%d.%d.2/30", i/64, i%64*4)
+		fields[fmt.Sprintf(`k:{"uid":%d}`, l.UID)] = map[string]any{".": struct{}{}, "f:uid": struct{}{}, "f:peer_pod": struct{}{},
+			"f:local_intf": struct{}{}, "f:peer_intf": struct{}{}, "f:local_ip": struct{}{}, "f:peer_ip": struct{}{}, "f:mtu": struct{}{}}
+	}
+	if st := convergedStatus(topo, pod, d, kernel, nil); len(st.Links) != v1beta1.MaxLinksWithLinkLocal || st.OmittedLinks != 0 {
+		t.Errorf("4,096 links, no managedFields: %d listed, %d omitted; want all listed", len(st.Links), st.OmittedLinks)
+	}
+	raw, err := json.Marshal(map[string]any{"f:spec": map[string]any{"f:links": fields}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	topo.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: raw}}}
+	if st := convergedStatus(topo, pod, d, kernel, nil); len(st.Links) != 0 || st.OmittedLinks != v1beta1.MaxLinksWithLinkLocal {
+		t.Errorf("4,096 links, managedFields of %d bytes: %d listed, %d omitted; want none listed, all omitted", len(raw), len(st.Links), st.OmittedLinks)
 	}
 }

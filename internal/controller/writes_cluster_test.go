@@ -22,6 +22,77 @@ import (
 	"github.com/meshnet/meshnet/internal/controlplane/clustertest"
 )
 
+// TestClusterStatusOfTenThousandLinks writes, as the controller does, the
+// status of a Topology of 10,000 links with addresses (as the wide pods'
+// benchmark applies them): all up, then none wired yet. Listing every link,
+// the request was 2,435,967 bytes, past the API server's 2 MiB to etcd
+// ("trying to send message larger than max"), and the status was never
+// written; it lists only the links not up as specified.
+func TestClusterStatusOfTenThousandLinks(t *testing.T) {
+	env := clustertest.Start(t)
+	ctx := context.Background()
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "lab"}}); err != nil {
+		t.Fatal(err)
+	}
+	topo := wideTopology(v1beta1.MaxLinks)
+	if err := env.Client.Create(ctx, topo); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{}
+	pod.Name, pod.Namespace, pod.UID, pod.Spec.NodeName = topo.Name, "lab", "u1", "node-0"
+	d, err := desiredState(topo, pod, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kernel := map[string]*meshnetv1.LinkStatus{}
+	for _, l := range topo.Spec.Links {
+		kernel[l.LocalIntf] = &meshnetv1.LinkStatus{Interface: l.LocalIntf, Uid: uint32(l.UID), Kind: meshnetv1.LinkKind_LINK_KIND_VXLAN,
+			AdminState: meshnetv1.LinkState_LINK_STATE_UP, Carrier: true, Mtu: 1450}
+	}
+	r := &Reconciler{Client: env.Client}
+	for _, step := range []struct {
+		name   string
+		kernel map[string]*meshnetv1.LinkStatus
+		listed int
+		ready  metav1.ConditionStatus
+	}{
+		{"none wired yet", nil, v1beta1.MaxListedUnconverged, metav1.ConditionFalse},
+		{"all up", kernel, 0, metav1.ConditionTrue},
+	} {
+		if err := r.writeStatus(ctx, topo, convergedStatus(topo, pod, d, step.kernel, nil)); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		var got v1beta1.Topology
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(topo), &got); err != nil {
+			t.Fatal(err)
+		}
+		ready := got.ReadyCondition(got.Generation)
+		if len(got.Status.Links) != step.listed || int(got.Status.OmittedLinks) != v1beta1.MaxLinks-step.listed || ready == nil || ready.Status != step.ready {
+			t.Errorf("%s: status lists %d links, omits %d, Ready %v; want %d listed, the rest omitted, Ready %s",
+				step.name, len(got.Status.Links), got.Status.OmittedLinks, ready, step.listed, step.ready)
+		}
+		spec, _ := json.Marshal(got.Spec)
+		st, _ := json.Marshal(got.Status)
+		t.Logf("%s: spec %d bytes, status %d, Ready %s", step.name, len(spec), len(st), ready.Status)
+		topo = &got
+	}
+}
+
+// wideTopology is lab/w<n>: n links to one peer, with addresses, without
+// IPv6 link-local addresses past the CRD's limit for them.
+func wideTopology(n int) *v1beta1.Topology {
+	topo := &v1beta1.Topology{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: fmt.Sprintf("w%d", n)}}
+	if n > v1beta1.MaxLinksWithLinkLocal {
+		topo.Spec.IPv6LinkLocal = new(bool)
+	}
+	for uid := 1; uid <= n; uid++ {
+		intf := fmt.Sprintf("e%d", uid)
+		topo.Spec.Links = append(topo.Spec.Links, v1beta1.Link{UID: uid, PeerPod: "peer", LocalIntf: intf, PeerIntf: intf,
+			LocalIP: "10.0.0.1/30", PeerIP: "10.0.0.2/30"})
+	}
+	return topo
+}
+
 // BenchmarkClusterBatchWrites measures what the API server alone, with no
 // daemon, controller or kernel work beside it, takes for the writes of
 // BenchmarkKernelBatch1000Links's edit batch: 200 Topologies of 10 links
@@ -138,14 +209,9 @@ func BenchmarkClusterStatusWrite(b *testing.B) {
 		b.Fatal(err)
 	}
 	r := &Reconciler{Client: env.Client}
-	for _, n := range []int{64, 1024, 4096} {
+	for _, n := range []int{64, 1024, 4096, 10000} {
 		b.Run(fmt.Sprintf("links=%d", n), func(b *testing.B) {
-			topo := &v1beta1.Topology{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: fmt.Sprintf("w%d", n)}}
-			for uid := 1; uid <= n; uid++ {
-				intf := fmt.Sprintf("e%d", uid)
-				topo.Spec.Links = append(topo.Spec.Links, v1beta1.Link{UID: uid, PeerPod: "peer", LocalIntf: intf, PeerIntf: intf,
-					LocalIP: "10.0.0.1/30", PeerIP: "10.0.0.2/30"})
-			}
+			topo := wideTopology(n)
 			if err := env.Client.Create(ctx, topo); err != nil {
 				b.Fatal(err)
 			}

@@ -273,7 +273,11 @@ type end struct {
 	node      string // Kubernetes node of the pod
 	present   bool   // the pod exists and is not being deleted
 	status    *v1beta1.LinkStatus
-	live      *Live
+	// asSpecified: the status leaves the end out because it is up, with
+	// carrier, as specified (a Topology past 4,096 links lists only the
+	// others).
+	asSpecified bool
+	live        *Live
 }
 
 // edge returns the row of link l of t, or nil when the row is made from the
@@ -351,7 +355,7 @@ func PeerID(l *v1beta1.Link, node string) string {
 // end gathers what is known of pod's interface intf, link uid; t is the
 // pod's Topology, nil when it has none.
 func (b *builder) end(pod string, t *v1beta1.Topology, intf string, uid int) end {
-	e := end{pod: pod, intf: intf, status: t.LinkStatus(uid)}
+	e := end{pod: pod, intf: intf, status: t.LinkStatus(uid), asSpecified: t.AsSpecified(uid)}
 	if p := b.g.Pods[pod]; p != nil {
 		e.present = p.DeletionTimestamp == nil
 		e.node = p.Spec.NodeName
@@ -407,7 +411,7 @@ func lastError(x *end) string {
 // state is known.
 func endState(x *end) string {
 	switch {
-	case !x.present || (x.status == nil && x.live == nil):
+	case !x.present || (x.status == nil && x.live == nil && !x.asSpecified):
 		return statePending
 	case x.live != nil:
 		switch s := x.live.Status; {
@@ -419,6 +423,8 @@ func endState(x *end) string {
 		return stateUp
 	}
 	switch {
+	case x.status == nil: // left out as up as specified
+		return stateUp
 	case x.status.State == v1beta1.LinkDown:
 		return stateDown
 	case x.status.State == "":

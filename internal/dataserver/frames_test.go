@@ -426,3 +426,18 @@ func TestEdgeEnds(t *testing.T) {
 		t.Errorf("unknown id: %v %v, want nil", e, ends)
 	}
 }
+
+// TestLinkLeftOutOfAWideStatusIsUp: past 4,096 links a Topology's status
+// lists only the links not up as specified; a link it leaves out is drawn
+// up, not pending.
+func TestLinkLeftOutOfAWideStatusIsUp(t *testing.T) {
+	g := lab()
+	g.Topologies[2].Status.Links = nil // r3: eth1 (uid 2) not listed
+	if e := byID(second(dataserver.Frames(g)))["r1:eth2--r3:eth1"]; e.DetailState != "pending" {
+		t.Fatalf("r3's end unknown: state %s, want pending", e.DetailState)
+	}
+	g.Topologies[2].Status.OmittedLinks = 2
+	if e := byID(second(dataserver.Frames(g)))["r1:eth2--r3:eth1"]; e.DetailState != "up" || e.Color != "green" {
+		t.Errorf("r3's end left out as up as specified: state %s colour %s, want up, green", e.DetailState, e.Color)
+	}
+}

@@ -461,11 +461,7 @@ func (o *options) farEnd(ctx context.Context, namespace, pod string, l *v1beta1.
 	}
 	for i := range t.Spec.Links {
 		if pl := &t.Spec.Links[i]; pl.UID == l.UID && pl.PeerPod == pod {
-			e := specEnd{pod: t.Name, link: pl}
-			if ls := t.LinkStatus(pl.UID); ls != nil {
-				e.managed = ls.Managed
-			}
-			return e, nil
+			return specEnd{pod: t.Name, link: pl, managed: t.LinkManagedFields(pl.UID)}, nil
 		}
 	}
 	return specEnd{}, nil
@@ -507,10 +503,7 @@ func (o *options) runtimeChange(ctx context.Context, w io.Writer, pod, intf stri
 		return fmt.Errorf("read the aggregated API's answer: %w", err)
 	}
 	l := t.Spec.Links[index]
-	end := specEnd{pod: pod, link: &l}
-	if ls := t.LinkStatus(l.UID); ls != nil {
-		end.managed = ls.Managed
-	}
+	end := specEnd{pod: pod, link: &l, managed: t.LinkManagedFields(l.UID)}
 	far, err := o.farEnd(ctx, t.Namespace, pod, &l)
 	if err != nil {
 		return fmt.Errorf("the change is made; reading the far end's Topology: %w", err)

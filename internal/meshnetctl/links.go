@@ -121,6 +121,10 @@ type linkView struct {
 	Peer      string              `json:"peer"`
 	Spec      v1beta1.Link        `json:"spec"`
 	Status    *v1beta1.LinkStatus `json:"status,omitempty"`
+	// AsSpecified is true when the status leaves the link out because it
+	// is up, with carrier, as specified: a Topology past 4,096 links lists
+	// only the others.
+	AsSpecified bool `json:"asSpecified,omitempty"`
 	// Counters are the kernel's, read now (--counters); nil when not
 	// asked for, or when the end is not in the kernel.
 	Counters *counters `json:"counters,omitempty"`
@@ -148,7 +152,7 @@ func linkViews(topos []v1beta1.Topology) []linkView {
 		t := &topos[i]
 		for _, l := range t.Spec.Links {
 			views = append(views, linkView{
-				Namespace: t.Namespace, Pod: t.Name, Peer: peerOf(t, &l), Spec: l, Status: t.LinkStatus(l.UID),
+				Namespace: t.Namespace, Pod: t.Name, Peer: peerOf(t, &l), Spec: l, Status: t.LinkStatus(l.UID), AsSpecified: t.AsSpecified(l.UID),
 			})
 		}
 	}
@@ -176,10 +180,14 @@ func printLinks(w io.Writer, views []linkView, wide, withCounters bool) error {
 	fmt.Fprintln(tw, head)
 	for _, v := range views {
 		kind, state, carrier, mtu, netem, node, lastErr := none, pending, none, none, none, none, none
-		if s := v.Status; s != nil {
+		switch s := v.Status; {
+		case s != nil:
 			kind, state, carrier = or(string(s.Kind), none), or(string(s.State), pending), yesNo(s.Carrier)
 			mtu, node = strconv.Itoa(int(s.MTU)), or(s.Node, none)
 			netem, lastErr = words(s.Netem), or(s.LastError, none)
+		case v.AsSpecified:
+			state, carrier = string(v1beta1.LinkUp), "yes"
+			kind, mtu, netem, node = unlisted, unlisted, unlisted, unlisted
 		}
 		row := []string{v.Pod, v.Spec.LocalIntf, v.Peer, kind, state, carrier, mtu, netem, node}
 		if withCounters {
@@ -221,6 +229,9 @@ func words(n *v1beta1.Netem) string {
 const (
 	none    = "<none>"
 	pending = "<pending>"
+	// unlisted stands for what the status does not say of a link it
+	// leaves out because it is up as specified.
+	unlisted = "<unlisted>"
 )
 
 func or(s, alt string) string {

@@ -91,6 +91,11 @@ func TestChanges(t *testing.T) {
 			{Type: v1beta1.ConditionReady, Status: ready, Reason: "R", Message: "m"},
 		}}}
 	}
+	wide := func(t *v1beta1.Topology) *v1beta1.Topology {
+		t.Spec.Links = []v1beta1.Link{{UID: 1, LocalIntf: "eth1"}}
+		t.Status.OmittedLinks = int32(5000 - len(t.Status.Links))
+		return t
+	}
 	for _, tc := range []struct {
 		name     string
 		old, now *v1beta1.Topology
@@ -102,6 +107,10 @@ func TestChanges(t *testing.T) {
 		{"cable pull", topo("True", up), topo("True", down), []change{{"eth1", "state up -> down, carrier yes -> no"}}},
 		{"shaped", topo("True", up), topo("True", shaped), []change{{"eth1", "netem <none> -> delay 50ms"}}},
 		{"removed", topo("True", up), topo("True"), []change{{"eth1", "removed from the status"}}},
+		// Past 4,096 links the status lists only the links not up as
+		// specified.
+		{"wide: cable pull", wide(topo("True")), wide(topo("True", down)), []change{{"eth1", "no longer as specified: vxlan, down, carrier no, mtu 1450"}}},
+		{"wide: put back", wide(topo("True", down)), wide(topo("True")), []change{{"eth1", "as specified"}}},
 	} {
 		got := changes(tc.old, tc.now)
 		if len(got) != len(tc.want) {
@@ -239,5 +248,28 @@ func TestRuntimeNote(t *testing.T) {
 		if got := runtimeNote(2, stateField(v1beta1.LinkDown), tc.end, tc.far, undo); got != tc.want {
 			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestLinksOfAWideTopology: a link the status leaves out as up as
+// specified (past 4,096 links it lists only the others) is printed up
+// with carrier, what the status does not say unlisted; a link it lists is
+// printed as it says.
+func TestLinksOfAWideTopology(t *testing.T) {
+	topo := v1beta1.Topology{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: "r1"}}
+	topo.Spec.Links = []v1beta1.Link{{UID: 1, PeerPod: "r2", LocalIntf: "e1", PeerIntf: "e1"}, {UID: 2, PeerPod: "r2", LocalIntf: "e2", PeerIntf: "e2"}}
+	topo.Status.Node = "node-1"
+	topo.Status.Links = []v1beta1.LinkStatus{{UID: 2, LocalIntf: "e2", Kind: v1beta1.LinkKindVXLAN, State: v1beta1.LinkDown, MTU: 1450, Node: "node-1"}}
+	topo.Status.OmittedLinks = 4999
+	var out strings.Builder
+	if err := printLinks(&out, linkViews([]v1beta1.Topology{topo}), false, false); err != nil {
+		t.Fatal(err)
+	}
+	want := `POD   INTERFACE   PEER    KIND         STATE   CARRIER   MTU          NETEM        NODE
+r1    e1          r2:e1   <unlisted>   up      yes       <unlisted>   <unlisted>   <unlisted>
+r1    e2          r2:e2   vxlan        down    no        1450         <none>       node-1
+`
+	if out.String() != want {
+		t.Errorf("links:\n%s\nwant\n%s", out.String(), want)
 	}
 }

@@ -158,7 +158,7 @@ func (s *seen) print(w io.Writer, ev *meshnetv1.WatchLinksResponse) {
 		now := &v1beta1.LinkStatus{LocalIntf: k.intf}
 		kernelstatus.Fill(now, ev.GetLink())
 		if old := s.links[k]; old == nil {
-			printLineAt(w, at, pod, k.intf, wired(now))
+			printLineAt(w, at, pod, k.intf, "wired: "+reading(now))
 		} else if d := linkChanges(old, now); len(d) > 0 {
 			printLineAt(w, at, pod, k.intf, strings.Join(d, ", "))
 		}
@@ -288,9 +288,15 @@ func changes(old, now *v1beta1.Topology) []change {
 		n := &now.Status.Links[i]
 		o := was[n.UID]
 		delete(was, n.UID)
-		if o == nil || (o.State == "" && n.State != "") {
+		switch {
+		case o == nil && old.AsSpecified(n.UID):
+			// A Topology past 4,096 links lists only the links not as
+			// specified: this one was as specified.
+			out = append(out, change{n.LocalIntf, "no longer as specified: " + reading(n)})
+			continue
+		case o == nil || (o.State == "" && n.State != ""):
 			if n.State != "" {
-				out = append(out, change{n.LocalIntf, wired(n)})
+				out = append(out, change{n.LocalIntf, "wired: " + reading(n)})
 			}
 			continue
 		}
@@ -299,7 +305,11 @@ func changes(old, now *v1beta1.Topology) []change {
 		}
 	}
 	for _, o := range old.Status.Links {
-		if was[o.UID] != nil {
+		switch {
+		case was[o.UID] == nil:
+		case now.AsSpecified(o.UID):
+			out = append(out, change{o.LocalIntf, "as specified"})
+		default:
 			out = append(out, change{o.LocalIntf, "removed from the status"})
 		}
 	}
@@ -311,9 +321,9 @@ func changes(old, now *v1beta1.Topology) []change {
 	return out
 }
 
-// wired says how a link end is, when it first appears.
-func wired(n *v1beta1.LinkStatus) string {
-	return fmt.Sprintf("wired: %s, %s, carrier %s, mtu %d%s", or(string(n.Kind), "?"), n.State, yesNo(n.Carrier), n.MTU, netemSuffix(n.Netem))
+// reading says how a link end is, when it first appears.
+func reading(n *v1beta1.LinkStatus) string {
+	return fmt.Sprintf("%s, %s, carrier %s, mtu %d%s", or(string(n.Kind), "?"), n.State, yesNo(n.Carrier), n.MTU, netemSuffix(n.Netem))
 }
 
 // linkChanges lists what differs between two readings of a link end.
