@@ -16,6 +16,7 @@ import (
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/dataserver/dataservertest"
+	"github.com/meshnet/meshnet/internal/topograph/topographtest"
 )
 
 // infinityGet runs an Infinity query as its backend does: the datasource's
@@ -109,11 +110,11 @@ func TestClusterDashboardQueries(t *testing.T) {
 		switch q.Format {
 		case "node-graph-nodes":
 			for _, r := range rows {
-				dataservertest.CheckRow(t, &meshnetv1.GraphNode{}, r, dataservertest.NodeColumns)
+				topographtest.CheckRow(t, &meshnetv1.GraphNode{}, r, topographtest.NodeColumns)
 			}
 		case "node-graph-edges":
 			for _, r := range rows {
-				dataservertest.CheckRow(t, &meshnetv1.GraphEdge{}, r, dataservertest.EdgeColumns)
+				topographtest.CheckRow(t, &meshnetv1.GraphEdge{}, r, topographtest.EdgeColumns)
 			}
 		case "table":
 			for _, r := range rows {

@@ -350,7 +350,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	dataSrv := dataserver.New(dataserver.Config{Reader: nsReader, Log: cfg.Log, Links: &dataserver.Daemons{
+	dataSrv := dataserver.New(dataserver.Config{Reader: nsReader, Log: cfg.Log, Links: &daemonclient.Daemons{
 		Node: cfg.NodeName, Local: linkSrv, Dial: pool.Conn,
 		Resolver: &partition.Resolver{Reader: endpoints, Namespace: cfg.DaemonNamespace, Service: cfg.DaemonService, Port: "grpc"},
 	}})

@@ -1,6 +1,8 @@
-// Package daemonclient keeps one gRPC connection per meshnetd address, for
-// the callers that talk to many daemons: the controller, the data API's
-// fan-out and the daemons' calls to their peers.
+// Package daemonclient is how other processes reach meshnetds: one gRPC
+// connection per meshnetd address, for the callers that talk to many
+// daemons (the controller, the data API's fan-out and the daemons' calls to
+// their peers), and Daemons, which reads a node's link ends from its
+// meshnetd.
 package daemonclient
 
 import (

@@ -7,63 +7,14 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc"
-
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
-	"github.com/meshnet/meshnet/internal/partition"
+	"github.com/meshnet/meshnet/internal/topograph"
 )
 
 // NodeLinks reads the link ends of one namespace's pods on one Kubernetes
 // node, with their kernel counters: that node's LinkService.ListLinks.
 type NodeLinks interface {
 	NodeLinks(ctx context.Context, node, namespace string) ([]*meshnetv1.LinkStatus, error)
-}
-
-// LinkLister is LinkService's ListLinks as its server implements it.
-type LinkLister interface {
-	ListLinks(context.Context, *meshnetv1.ListLinksRequest) (*meshnetv1.ListLinksResponse, error)
-}
-
-// Daemons is NodeLinks over each node's meshnetd: this node's LinkService in
-// process, the others over gRPC at the address partition finds for them.
-type Daemons struct {
-	// Node is this daemon's node; Local its LinkService. With Local nil
-	// every node, this one too, is asked over gRPC.
-	Node  string
-	Local LinkLister
-	// Resolver finds a node's meshnetd (a partition.Resolver); Dial
-	// returns the connection to its address (daemonclient.Pool's Conn,
-	// which keeps one per address).
-	Resolver partition.Finder
-	Dial     func(addr string) (*grpc.ClientConn, error)
-}
-
-// NodeLinks implements NodeLinks.
-func (d *Daemons) NodeLinks(ctx context.Context, node, namespace string) ([]*meshnetv1.LinkStatus, error) {
-	req := &meshnetv1.ListLinksRequest{Namespace: namespace}
-	if node == d.Node && d.Local != nil {
-		resp, err := d.Local.ListLinks(ctx, req)
-		if err != nil {
-			return nil, fmt.Errorf("list links on this node: %w", err)
-		}
-		return resp.GetLinks(), nil
-	}
-	if d.Resolver == nil || d.Dial == nil {
-		return nil, fmt.Errorf("no way to reach the meshnetd of node %s (no resolver)", node)
-	}
-	addr, err := d.Resolver.DaemonFor(ctx, node)
-	if err != nil {
-		return nil, err
-	}
-	conn, err := d.Dial(addr)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := meshnetv1.NewLinkServiceClient(conn).ListLinks(ctx, req)
-	if err != nil {
-		return nil, fmt.Errorf("list links on meshnetd %s of node %s: %w", addr, node, err)
-	}
-	return resp.GetLinks(), nil
 }
 
 // live gathers the link ends of a namespace from the nodes that host them,
@@ -85,14 +36,14 @@ type nodeNS struct{ node, namespace string }
 
 type rateKey struct {
 	namespace string
-	end       End
+	end       topograph.End
 }
 
 // call is one ListLinks of a node, shared by everyone asking within ttl.
 type call struct {
 	done chan struct{}
 	at   time.Time
-	ends map[End]Live
+	ends map[topograph.End]topograph.Live
 	err  error
 }
 
@@ -110,7 +61,7 @@ func newLive(links NodeLinks, timeout, ttl time.Duration) *live {
 
 // read returns the live ends of namespace on nodes, and why the nodes that
 // gave none did not.
-func (l *live) read(ctx context.Context, namespace string, nodes []string) (map[End]Live, map[string]string) {
+func (l *live) read(ctx context.Context, namespace string, nodes []string) (map[topograph.End]topograph.Live, map[string]string) {
 	calls := make(map[string]*call, len(nodes))
 	l.mu.Lock()
 	now := l.now()
@@ -126,7 +77,7 @@ func (l *live) read(ctx context.Context, namespace string, nodes []string) (map[
 	}
 	l.mu.Unlock()
 
-	ends := map[End]Live{}
+	ends := map[topograph.End]topograph.Live{}
 	unavailable := map[string]string{}
 	for n, c := range calls {
 		select {
@@ -170,16 +121,16 @@ func (l *live) run(ctx context.Context, k nodeNS, c *call) {
 		c.err = err
 		return
 	}
-	c.ends = make(map[End]Live, len(got))
+	c.ends = make(map[topograph.End]topograph.Live, len(got))
 	for _, s := range got {
-		e := End{s.GetPod().GetName(), s.GetInterface()}
-		c.ends[e] = Live{Status: s, BytesPerSecond: l.rate(k.namespace, e, s, c.at)}
+		e := topograph.End{Pod: s.GetPod().GetName(), Interface: s.GetInterface()}
+		c.ends[e] = topograph.Live{Status: s, BytesPerSecond: l.rate(k.namespace, e, s, c.at)}
 	}
 	l.prune(c.at)
 }
 
 // rate updates the end's byte rate with a new reading; l.mu is held.
-func (l *live) rate(namespace string, e End, s *meshnetv1.LinkStatus, fetched time.Time) float64 {
+func (l *live) rate(namespace string, e topograph.End, s *meshnetv1.LinkStatus, fetched time.Time) float64 {
 	at := fetched
 	if s.GetReadTime() != nil {
 		at = s.GetReadTime().AsTime()

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/internal/topograph"
 )
 
 // nodeLinks answers ListLinks per node from a table; a node missing from it
@@ -61,7 +62,7 @@ func TestLiveAnswersFromSlowAndFastNodes(t *testing.T) {
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("read took %v: a silent node must only cost the timeout", took)
 	}
-	if _, ok := ends[End{"r1", "eth1"}]; !ok || len(ends) != 1 {
+	if _, ok := ends[topograph.End{Pod: "r1", Interface: "eth1"}]; !ok || len(ends) != 1 {
 		t.Errorf("ends = %v, want r1/eth1 from node-a", ends)
 	}
 	if msg := unavailable["node-b"]; !strings.Contains(msg, "node-b did not answer within 100ms") {
@@ -80,7 +81,7 @@ func TestLiveSharesAnswersWithinTTL(t *testing.T) {
 	l.now = func() time.Time { return now }
 
 	ends, _ := l.read(context.Background(), "lab", []string{"node-a"})
-	if got := ends[End{"r1", "eth1"}].BytesPerSecond; got >= 0 {
+	if got := ends[topograph.End{Pod: "r1", Interface: "eth1"}].BytesPerSecond; got >= 0 {
 		t.Errorf("rate after one reading = %v, want unknown (negative)", got)
 	}
 	now = t0.Add(500 * time.Millisecond)
@@ -95,7 +96,7 @@ func TestLiveSharesAnswersWithinTTL(t *testing.T) {
 	if c := nl.count("node-a"); c != 2 {
 		t.Errorf("%d calls after the TTL, want 2", c)
 	}
-	if got := ends[End{"r1", "eth1"}].BytesPerSecond; got != 2000 {
+	if got := ends[topograph.End{Pod: "r1", Interface: "eth1"}].BytesPerSecond; got != 2000 {
 		t.Errorf("rate = %v B/s, want 2000 (4000 bytes in 2 s)", got)
 	}
 
@@ -103,7 +104,7 @@ func TestLiveSharesAnswersWithinTTL(t *testing.T) {
 	now = t0.Add(4 * time.Second)
 	nl.set("node-a", reading("r1", "eth1", 10, t0.Add(4*time.Second)))
 	ends, _ = l.read(context.Background(), "lab", []string{"node-a"})
-	if got := ends[End{"r1", "eth1"}].BytesPerSecond; got >= 0 {
+	if got := ends[topograph.End{Pod: "r1", Interface: "eth1"}].BytesPerSecond; got >= 0 {
 		t.Errorf("rate after a counter reset = %v, want unknown", got)
 	}
 }

@@ -2,7 +2,7 @@
 // the Grafana dashboard. It answers for the whole cluster from an informer
 // cache of Topologies and Pods, so any meshnetd behind a Service can serve
 // any namespace. Nodes and edges come pre-shaped as Grafana Node Graph frames
-// (see Frames); each edge carries the live kernel counters of its source
+// (see topograph.Frames); each edge carries the live kernel counters of its source
 // end, read from the meshnetd of the node hosting it (NodeLinks). A node
 // whose meshnetd does not answer leaves its edges without counters and says
 // so in detail__error; it never fails the frame.
@@ -25,6 +25,7 @@ import (
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/topograph"
 )
 
 // Config is what a Server reads from.
@@ -132,7 +133,7 @@ func (s *Server) GetNodeGraph(ctx context.Context, req *meshnetv1.GetNodeGraphRe
 	if err != nil {
 		return nil, err
 	}
-	nodes, edges := Frames(g)
+	nodes, edges := topograph.Frames(g)
 	return &meshnetv1.GetNodeGraphResponse{Nodes: nodes, Edges: edges}, nil
 }
 
@@ -142,7 +143,7 @@ func (s *Server) ListGraphNodes(ctx context.Context, req *meshnetv1.ListGraphNod
 	if err != nil {
 		return nil, err
 	}
-	nodes, _ := Frames(g)
+	nodes, _ := topograph.Frames(g)
 	return &meshnetv1.ListGraphNodesResponse{Nodes: nodes}, nil
 }
 
@@ -152,7 +153,7 @@ func (s *Server) ListGraphEdges(ctx context.Context, req *meshnetv1.ListGraphEdg
 	if err != nil {
 		return nil, err
 	}
-	_, edges := Frames(g)
+	_, edges := topograph.Frames(g)
 	return &meshnetv1.ListGraphEdgesResponse{Edges: edges}, nil
 }
 
@@ -168,7 +169,7 @@ func (s *Server) GetGraphEdge(ctx context.Context, req *meshnetv1.GetGraphEdgeRe
 	if err != nil {
 		return nil, err
 	}
-	e, ends := EdgeEnds(g, req.GetId())
+	e, ends := topograph.EdgeEnds(g, req.GetId())
 	if e == nil {
 		return nil, status.Errorf(codes.NotFound, "id %q: no such edge in namespace %s", req.GetId(), req.GetNamespace())
 	}
@@ -176,19 +177,19 @@ func (s *Server) GetGraphEdge(ctx context.Context, req *meshnetv1.GetGraphEdgeRe
 }
 
 // graph gathers what namespace ns's graph is drawn from.
-func (s *Server) graph(ctx context.Context, ns string) (Graph, error) {
+func (s *Server) graph(ctx context.Context, ns string) (topograph.Graph, error) {
 	if err := checkNamespace(ns); err != nil {
-		return Graph{}, err
+		return topograph.Graph{}, err
 	}
 	topos, err := s.topologies(ctx, ns)
 	if err != nil {
-		return Graph{}, err
+		return topograph.Graph{}, err
 	}
 	var pods corev1.PodList
 	if err := s.reader.List(ctx, &pods, client.InNamespace(ns)); err != nil {
-		return Graph{}, status.Errorf(codes.Unavailable, "list pods in %s: %v", ns, err)
+		return topograph.Graph{}, status.Errorf(codes.Unavailable, "list pods in %s: %v", ns, err)
 	}
-	g := Graph{Namespace: ns, Topologies: topos, Pods: make(map[string]*corev1.Pod, len(pods.Items))}
+	g := topograph.Graph{Namespace: ns, Topologies: topos, Pods: make(map[string]*corev1.Pod, len(pods.Items))}
 	for i := range pods.Items {
 		g.Pods[pods.Items[i].Name] = &pods.Items[i]
 	}
@@ -208,7 +209,7 @@ func (s *Server) graph(ctx context.Context, ns string) (Graph, error) {
 
 // hostingNodes are the Kubernetes nodes of the namespace's pods that have
 // links, ordered by name.
-func hostingNodes(g Graph) []string {
+func hostingNodes(g topograph.Graph) []string {
 	seen := map[string]bool{}
 	for i := range g.Topologies {
 		t := &g.Topologies[i]

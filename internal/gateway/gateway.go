@@ -30,10 +30,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/meshnet/meshnet/api/openapi"
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/internal/restapi"
 )
 
 // Register adds one gRPC service's REST handlers to mux, calling it over
@@ -49,7 +49,7 @@ type Config struct {
 	DialOptions []grpc.DialOption
 	// Services to map; nil maps LinkService only.
 	Services []Register
-	// Marshaler writes and reads the REST bodies; nil is DefaultMarshaler.
+	// Marshaler writes and reads the REST bodies; nil is restapi.DefaultMarshaler.
 	Marshaler runtime.Marshaler
 	// Gatherer is served on /metrics; nil serves no /metrics.
 	Gatherer prometheus.Gatherer
@@ -71,22 +71,6 @@ type Config struct {
 	Bodies *Bodies
 }
 
-// TopologyPath is where Config.Topology is served; a namespace's page is
-// TopologyPath + "?namespace=NS".
-const TopologyPath = "/topology/"
-
-// DefaultMarshaler is protojson with the field names of the OpenAPI
-// document (lowerCamelCase json_name), unpopulated fields written, and
-// unknown fields in requests refused (400) rather than silently dropped. A
-// client that needs the proto names (e.g. Grafana frames with exact
-// snake_case names) takes a JSONPb with UseProtoNames.
-func DefaultMarshaler() runtime.Marshaler {
-	return &runtime.HTTPBodyMarshaler{Marshaler: &runtime.JSONPb{
-		MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true},
-		UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
-	}}
-}
-
 // Gateway is an http.Handler; Close releases its connection to the gRPC
 // server.
 type Gateway struct {
@@ -106,7 +90,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	}
 	m := cfg.Marshaler
 	if m == nil {
-		m = DefaultMarshaler()
+		m = restapi.DefaultMarshaler()
 	}
 	gw := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, m))
 	services := cfg.Services
@@ -154,9 +138,9 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
-	mux.Handle("GET "+CapturePath, captureHandler(meshnetv1.NewLinkServiceClient(conn), gw, m))
+	mux.Handle("GET "+restapi.CapturePath, captureHandler(meshnetv1.NewLinkServiceClient(conn), gw, m))
 	if cfg.Topology != nil {
-		mux.Handle("GET "+TopologyPath, http.StripPrefix(strings.TrimSuffix(TopologyPath, "/"), cfg.Topology))
+		mux.Handle("GET "+restapi.TopologyPath, http.StripPrefix(strings.TrimSuffix(restapi.TopologyPath, "/"), cfg.Topology))
 	}
 	if cfg.Profiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)

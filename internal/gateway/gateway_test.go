@@ -25,6 +25,7 @@ import (
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/internal/gateway"
+	"github.com/meshnet/meshnet/internal/restapi"
 	"github.com/meshnet/meshnet/internal/topoview"
 )
 
@@ -242,7 +243,7 @@ func TestProfilingOnlyWhenAsked(t *testing.T) {
 func TestCapturePathIsTheAPIs(t *testing.T) {
 	m := meshnetv1.File_meshnet_v1_link_proto.Services().ByName("LinkService").Methods().ByName("CaptureLink")
 	rule, _ := proto.GetExtension(m.Options(), annotations.E_Http).(*annotations.HttpRule)
-	if rule.GetGet() != gateway.CapturePath {
-		t.Errorf("CaptureLink's REST path is %q, the gateway serves %q", rule.GetGet(), gateway.CapturePath)
+	if rule.GetGet() != restapi.CapturePath {
+		t.Errorf("CaptureLink's REST path is %q, the gateway serves %q", rule.GetGet(), restapi.CapturePath)
 	}
 }

@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/meshnet/meshnet/internal/gateway"
 	"github.com/meshnet/meshnet/internal/lab"
 	"github.com/meshnet/meshnet/internal/netem"
+	"github.com/meshnet/meshnet/internal/restapi"
 	"github.com/meshnet/meshnet/internal/topofile"
 )
 
@@ -112,7 +112,7 @@ func kubectlMeshnet(w func(string, ...any), binDir, ns, pod, intf string) bool {
 // as the meshnetd at ip serves it (scheme https when it serves TLS).
 func pageLine(scheme, ip, ns string) string {
 	return fmt.Sprintf("Topology page, live (click a link for both of its ends): %s://%s:%d%s?namespace=%s",
-		scheme, ip, lab.HTTPPort, gateway.TopologyPath, ns)
+		scheme, ip, lab.HTTPPort, restapi.TopologyPath, ns)
 }
 
 // exampleLink is the first link between two pods, or else the first link.

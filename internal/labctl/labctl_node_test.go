@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshnet/meshnet/internal/gateway"
 	"github.com/meshnet/meshnet/internal/kubecluster"
 	"github.com/meshnet/meshnet/internal/labctl"
+	"github.com/meshnet/meshnet/internal/restapi"
 )
 
 // TestNodeLabUpRunsItsGuideAndDownLeavesNothing runs `make lab`'s lab on
@@ -66,7 +66,7 @@ func TestNodeLabUpRunsItsGuideAndDownLeavesNothing(t *testing.T) {
 	}
 	// Reads are served to those who may list the namespace's Topologies,
 	// as installed: the guide's operator may, a caller without a token not.
-	graph := strings.Replace(page, gateway.TopologyPath+"?namespace=", "/v1/namespaces/", 1) + "/graph"
+	graph := strings.Replace(page, restapi.TopologyPath+"?namespace=", "/v1/namespaces/", 1) + "/graph"
 	if code, body := httpGet(t, graph, ""); code != http.StatusUnauthorized {
 		t.Errorf("GET %s without a token: %d %.300s, want 401", graph, code, body)
 	}

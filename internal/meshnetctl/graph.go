@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
-	"github.com/meshnet/meshnet/internal/dataserver"
+	"github.com/meshnet/meshnet/internal/topograph"
 )
 
 func newGraphCommand(o *options) *cobra.Command {
@@ -41,7 +41,7 @@ one meshnetd's data API draws for Grafana, from the Topologies and Pods.`,
 			if err != nil {
 				return err
 			}
-			nodes, edges := dataserver.Frames(g)
+			nodes, edges := topograph.Frames(g)
 			if output == "dot" {
 				return printDOT(cmd.OutOrStdout(), g.Namespace, nodes, edges)
 			}
@@ -57,8 +57,8 @@ one meshnetd's data API draws for Grafana, from the Topologies and Pods.`,
 }
 
 // graph reads what the namespace's graph is drawn from.
-func (o *options) graph(ctx context.Context) (dataserver.Graph, error) {
-	g := dataserver.Graph{Namespace: o.namespace, Pods: map[string]*corev1.Pod{}}
+func (o *options) graph(ctx context.Context) (topograph.Graph, error) {
+	g := topograph.Graph{Namespace: o.namespace, Pods: map[string]*corev1.Pod{}}
 	var err error
 	if g.Topologies, err = o.topologies(ctx, nil); err != nil {
 		return g, err

@@ -17,9 +17,9 @@ import (
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/dataserver"
 	"github.com/meshnet/meshnet/internal/netemconv"
 	"github.com/meshnet/meshnet/internal/relay/relayapi"
+	"github.com/meshnet/meshnet/internal/topograph"
 )
 
 func newLinksCommand(o *options) *cobra.Command {
@@ -163,9 +163,9 @@ func linkViews(topos []v1beta1.Topology) []linkView {
 // interface: pod:intf, physical:device:intf or host:node:nic.
 func peerOf(t *v1beta1.Topology, l *v1beta1.Link) string {
 	if l.PeerPod == v1beta1.PeerHost {
-		return dataserver.PeerID(l, t.Status.Node) // the NIC is its name
+		return topograph.PeerID(l, t.Status.Node) // the NIC is its name
 	}
-	return dataserver.PeerID(l, t.Status.Node) + ":" + l.PeerIntf
+	return topograph.PeerID(l, t.Status.Node) + ":" + l.PeerIntf
 }
 
 func printLinks(w io.Writer, views []linkView, wide, withCounters bool) error {

@@ -20,8 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
-	"github.com/meshnet/meshnet/internal/gateway"
 	"github.com/meshnet/meshnet/internal/relay/relayapi"
+	"github.com/meshnet/meshnet/internal/restapi"
 )
 
 // relayed reports whether method is one of the LinkService calls a user
@@ -61,7 +61,7 @@ const (
 // credentials.
 func (s *Server) newChanges() (http.Handler, error) {
 	gw := runtime.NewServeMux(
-		runtime.WithMarshalerOption(runtime.MIMEWildcard, gateway.DefaultMarshaler()),
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, restapi.DefaultMarshaler()),
 		runtime.WithIncomingHeaderMatcher(func(string) (string, bool) { return "", false }),
 		runtime.WithErrorHandler(func(ctx context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, _ *http.Request, err error) {
 			var se apierrors.APIStatus
@@ -97,7 +97,7 @@ func (s *Server) newChanges() (http.Handler, error) {
 			return
 		}
 		log = log.With("user", user.Username)
-		if err := gateway.KnownParams(withoutTimeout(r.URL.Query())); err != nil {
+		if err := restapi.KnownParams(withoutTimeout(r.URL.Query())); err != nil {
 			s.refuse(w, log, apierrors.NewBadRequest(err.Error()))
 			return
 		}

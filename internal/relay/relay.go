@@ -53,10 +53,9 @@ import (
 	"github.com/meshnet/meshnet/internal/access"
 	"github.com/meshnet/meshnet/internal/auth"
 	"github.com/meshnet/meshnet/internal/daemonclient"
-	"github.com/meshnet/meshnet/internal/dataserver"
-	"github.com/meshnet/meshnet/internal/gateway"
 	"github.com/meshnet/meshnet/internal/partition"
 	"github.com/meshnet/meshnet/internal/relay/relayapi"
+	"github.com/meshnet/meshnet/internal/restapi"
 )
 
 // The API server publishes its front proxy's settings in this ConfigMap,
@@ -231,7 +230,7 @@ func (s *Server) capture(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	log = log.With("user", user.Username)
-	if err := gateway.CaptureParams(withoutTimeout(r.URL.Query()), req); err != nil {
+	if err := restapi.CaptureParams(withoutTimeout(r.URL.Query()), req); err != nil {
 		s.refuse(w, log, apierrors.NewBadRequest(err.Error()))
 		return
 	}
@@ -254,7 +253,7 @@ func (s *Server) capture(w http.ResponseWriter, r *http.Request) {
 	log.Info("capture relayed")
 	start := time.Now()
 	defer func() { log.Info("capture ended", "took", time.Since(start).Round(time.Millisecond)) }()
-	gateway.WriteCapture(w, stream, func(err error) { s.refuse(w, log, fromDaemon(err)) })
+	restapi.WriteCapture(w, stream, func(err error) { s.refuse(w, log, fromDaemon(err)) })
 }
 
 // authorize decides whether user may make method on the pods of namespace
@@ -330,7 +329,7 @@ func (s *Server) links(w http.ResponseWriter, r *http.Request) {
 	}
 	log = log.With("user", user.Username)
 	q := withoutTimeout(r.URL.Query())
-	if err := gateway.KnownParams(q, relayapi.PodParam, relayapi.WatchParam); err != nil {
+	if err := restapi.KnownParams(q, relayapi.PodParam, relayapi.WatchParam); err != nil {
 		s.refuse(w, log, apierrors.NewBadRequest(err.Error()))
 		return
 	}
@@ -524,7 +523,7 @@ func (s *Server) podNodes(ctx context.Context, ns, pod string) ([]string, error)
 func (s *Server) nodeLinks(ctx context.Context, ns string, nodes []string) ([]*meshnetv1.LinkStatus, error) {
 	ctx, cancel := context.WithTimeout(ctx, nodeReadTimeout)
 	defer cancel()
-	d := &dataserver.Daemons{Resolver: s.cfg.Daemons, Dial: s.cfg.Pool.Conn}
+	d := &daemonclient.Daemons{Resolver: s.cfg.Daemons, Dial: s.cfg.Pool.Conn}
 	got := make([][]*meshnetv1.LinkStatus, len(nodes))
 	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup

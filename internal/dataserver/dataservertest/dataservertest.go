@@ -1,8 +1,7 @@
 // Package dataservertest serves meshnetd's DataService for tests as the
 // daemon does: over gRPC behind the gateway's REST mapping, reading an
 // informer cache of a real API server (internal/controlplane/clustertest), finding other
-// nodes' meshnetd through EndpointSlices. It also holds the Grafana Node
-// Graph contract the frames are checked against.
+// nodes' meshnetd through EndpointSlices.
 package dataservertest
 
 import (
@@ -15,14 +14,12 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,6 +35,7 @@ import (
 	"github.com/meshnet/meshnet/internal/gateway"
 	"github.com/meshnet/meshnet/internal/nscache"
 	"github.com/meshnet/meshnet/internal/partition"
+	"github.com/meshnet/meshnet/internal/topograph/topographtest"
 )
 
 // Harness is a DataService as meshnetd serves it: over gRPC, behind the
@@ -63,7 +61,7 @@ type Harness struct {
 
 // Start serves DataService for node localNode, whose LinkService is
 // local (nil: none in process).
-func Start(t *testing.T, localNode string, local dataserver.LinkLister) *Harness {
+func Start(t *testing.T, localNode string, local daemonclient.LinkLister) *Harness {
 	t.Helper()
 	env := clustertest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -100,7 +98,7 @@ func Start(t *testing.T, localNode string, local dataserver.LinkLister) *Harness
 	}
 	h.Server = dataserver.New(dataserver.Config{
 		Reader: c,
-		Links: &dataserver.Daemons{Node: localNode, Local: local, Dial: dial,
+		Links: &daemonclient.Daemons{Node: localNode, Local: local, Dial: dial,
 			Resolver: &partition.Resolver{Reader: endpoints, Namespace: DaemonNamespace, Service: "meshnetd", Port: "grpc"}},
 		Timeout: 300 * time.Millisecond,
 	})
@@ -252,13 +250,13 @@ func (h *Harness) Graph() (nodes, edges map[string]map[string]any) {
 		out := map[string]map[string]any{}
 		for _, r := range g[frame].([]any) {
 			row := r.(map[string]any)
-			CheckRow(h.t, m, row, required)
+			topographtest.CheckRow(h.t, m, row, required)
 			out[row["id"].(string)] = row
 		}
 		return out
 	}
-	nodes = rows("nodes", &meshnetv1.GraphNode{}, NodeColumns)
-	edges = rows("edges", &meshnetv1.GraphEdge{}, EdgeColumns)
+	nodes = rows("nodes", &meshnetv1.GraphNode{}, topographtest.NodeColumns)
+	edges = rows("edges", &meshnetv1.GraphEdge{}, topographtest.EdgeColumns)
 	for id, e := range edges {
 		if nodes[e["source"].(string)] == nil || nodes[e["target"].(string)] == nil {
 			h.t.Errorf("edge %s: source %v / target %v is not a node id", id, e["source"], e["target"])
@@ -290,63 +288,6 @@ const (
 	Namespace       = "lab"
 	DaemonNamespace = "meshnet"
 )
-
-// Columns the Node Graph panel requires, or reads, of every row.
-var (
-	NodeColumns = []string{"id", "title", "subtitle", "mainstat", "color"}
-	EdgeColumns = []string{"id", "source", "target", "mainstat", "secondarystat", "color", "thickness"}
-)
-
-// CheckRow checks one decoded JSON row of a frame of m's type against the
-// Node Graph data API: the required columns are there (id, source, target,
-// title and color not empty), detail__ and arc__ columns are lower case (the
-// panel matches them so), and every column of m is a JSON number, string or
-// bool as its proto field is: never a 64-bit integer, which protojson
-// writes as a string.
-func CheckRow(t testing.TB, m proto.Message, row map[string]any, required []string) {
-	t.Helper()
-	for _, c := range required {
-		v, ok := row[c]
-		if !ok {
-			t.Errorf("%s row %v: no %s column", m.ProtoReflect().Descriptor().Name(), row["id"], c)
-			continue
-		}
-		if s, isString := v.(string); isString && s == "" && slices.Contains([]string{"id", "source", "target", "title", "color"}, c) {
-			t.Errorf("row %v: %s is empty", row["id"], c)
-		}
-	}
-	for k := range row {
-		lower := strings.ToLower(k)
-		if (strings.HasPrefix(lower, "detail__") || strings.HasPrefix(lower, "arc__")) && k != lower {
-			t.Errorf("column %q: the panel matches detail__/arc__ columns in lower case", k)
-		}
-	}
-	fields := m.ProtoReflect().Descriptor().Fields()
-	for i := range fields.Len() {
-		f := fields.Get(i)
-		v, ok := row[f.JSONName()]
-		if !ok {
-			t.Errorf("row %v: no %s column (the gateway must emit unpopulated fields)", row["id"], f.JSONName())
-			continue
-		}
-		switch f.Kind() {
-		case protoreflect.DoubleKind, protoreflect.FloatKind, protoreflect.Uint32Kind, protoreflect.Int32Kind:
-			if _, ok := v.(float64); !ok {
-				t.Errorf("row %v: %s = %#v, want a JSON number", row["id"], f.JSONName(), v)
-			}
-		case protoreflect.StringKind:
-			if _, ok := v.(string); !ok {
-				t.Errorf("row %v: %s = %#v, want a JSON string", row["id"], f.JSONName(), v)
-			}
-		case protoreflect.BoolKind:
-			if _, ok := v.(bool); !ok {
-				t.Errorf("row %v: %s = %#v, want a JSON bool", row["id"], f.JSONName(), v)
-			}
-		default:
-			t.Errorf("%s is %s: a Node Graph column must be a number, string or bool", f.FullName(), f.Kind())
-		}
-	}
-}
 
 func keysOf(m map[string]any) []string {
 	out := make([]string, 0, len(m))

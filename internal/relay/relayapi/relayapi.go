@@ -42,7 +42,7 @@ const GroupVersionPath = "/apis/" + Group + "/" + Version
 
 // ProxiedCapture is what follows the pod's proxy subresource in a
 // capture's path: meshnetd's own REST path of a capture below
-// /v1/namespaces/{namespace}/pods/{pod} (gateway.CapturePath's tail; a test
+// /v1/namespaces/{namespace}/pods/{pod} (restapi.CapturePath's tail; a test
 // keeps them the same).
 const ProxiedCapture = "links/{interface}/capture"
 

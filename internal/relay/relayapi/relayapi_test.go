@@ -4,15 +4,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshnet/meshnet/internal/gateway"
 	"github.com/meshnet/meshnet/internal/relay/relayapi"
+	"github.com/meshnet/meshnet/internal/restapi"
 )
 
 // TestCaptureIsMeshnetdsPathBelowProxy: below the pod's proxy subresource
 // a capture's path is meshnetd's own REST path.
 func TestCaptureIsMeshnetdsPathBelowProxy(t *testing.T) {
-	if !strings.HasSuffix(gateway.CapturePath, "/pods/{pod}/"+relayapi.ProxiedCapture) {
-		t.Errorf("meshnetd's capture path %s does not end in /pods/{pod}/%s", gateway.CapturePath, relayapi.ProxiedCapture)
+	if !strings.HasSuffix(restapi.CapturePath, "/pods/{pod}/"+relayapi.ProxiedCapture) {
+		t.Errorf("meshnetd's capture path %s does not end in /pods/{pod}/%s", restapi.CapturePath, relayapi.ProxiedCapture)
 	}
 	want := "/apis/meshnet.networkop.co.uk/v1alpha1/namespaces/lab/pods/r1/proxy/links/eth1/capture"
 	if got := relayapi.CapturePath("lab", "r1", "eth1"); got != want {

@@ -1,4 +1,4 @@
-package dataserver_test
+package topograph_test
 
 import (
 	"encoding/json"
@@ -16,9 +16,9 @@ import (
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/dataserver"
-	"github.com/meshnet/meshnet/internal/dataserver/dataservertest"
-	"github.com/meshnet/meshnet/internal/gateway"
+	"github.com/meshnet/meshnet/internal/restapi"
+	"github.com/meshnet/meshnet/internal/topograph"
+	"github.com/meshnet/meshnet/internal/topograph/topographtest"
 )
 
 func readyPod(name, node, hostIP string) *corev1.Pod {
@@ -40,7 +40,7 @@ func conditions(ready bool) []metav1.Condition {
 
 // lab is r1 and r2 on node-a (veth), r3 on node-b (vxlan from r1), r1 to a
 // physical switch, r2 to a host NIC; r3's Topology names a pod that is gone.
-func lab() dataserver.Graph {
+func lab() topograph.Graph {
 	up := v1beta1.LinkUp
 	topo := func(name, node string, links []v1beta1.Link, status []v1beta1.LinkStatus) v1beta1.Topology {
 		return v1beta1.Topology{
@@ -49,7 +49,7 @@ func lab() dataserver.Graph {
 			Status:     v1beta1.TopologyStatus{Node: node, Links: status, Conditions: conditions(true)},
 		}
 	}
-	return dataserver.Graph{
+	return topograph.Graph{
 		Namespace: "lab",
 		Topologies: []v1beta1.Topology{
 			topo("r1", "node-a", []v1beta1.Link{
@@ -82,7 +82,7 @@ func lab() dataserver.Graph {
 			"r2": readyPod("r2", "node-a", "198.51.100.1"),
 			"r3": readyPod("r3", "node-b", "198.51.100.2"),
 		},
-		Live: map[dataserver.End]dataserver.Live{
+		Live: map[topograph.End]topograph.Live{
 			{"r1", "eth1"}: {BytesPerSecond: 1e6, Status: &meshnetv1.LinkStatus{
 				Interface: "eth1", AdminState: meshnetv1.LinkState_LINK_STATE_UP, Carrier: true, Mtu: 1500,
 				Netem:    &meshnetv1.NetemSpec{Delay: durationpb.New(50 * time.Millisecond), Jitter: durationpb.New(5 * time.Millisecond), LossPercent: 0.5, RateBps: 100e6},
@@ -104,7 +104,7 @@ func byID[T interface{ GetId() string }](rows []T) map[string]T {
 // row marshals m as the gateway does and decodes it as Grafana's JSON.
 func row(t *testing.T, m proto.Message) map[string]any {
 	t.Helper()
-	b, err := gateway.DefaultMarshaler().Marshal(m)
+	b, err := restapi.DefaultMarshaler().Marshal(m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func row(t *testing.T, m proto.Message) map[string]any {
 }
 
 func TestFramesFollowNodeGraphContract(t *testing.T) {
-	nodes, edges := dataserver.Frames(lab())
+	nodes, edges := topograph.Frames(lab())
 	ids := map[string]bool{}
 	for _, n := range nodes {
 		if ids[n.Id] {
@@ -124,7 +124,7 @@ func TestFramesFollowNodeGraphContract(t *testing.T) {
 		}
 		ids[n.Id] = true
 		r := row(t, n)
-		dataservertest.CheckRow(t, n, r, dataservertest.NodeColumns)
+		topographtest.CheckRow(t, n, r, topographtest.NodeColumns)
 		if sum := n.ArcUp + n.ArcDown; sum != 0 && (sum < 0.999 || sum > 1.001) {
 			t.Errorf("node %s: arc__ fields add up to %v, want 1 (or 0 for a node without links)", n.Id, sum)
 		}
@@ -135,7 +135,7 @@ func TestFramesFollowNodeGraphContract(t *testing.T) {
 			t.Errorf("edge id %q twice", e.Id)
 		}
 		edgeIDs[e.Id] = true
-		dataservertest.CheckRow(t, e, row(t, e), dataservertest.EdgeColumns)
+		topographtest.CheckRow(t, e, row(t, e), topographtest.EdgeColumns)
 		if !ids[e.Source] || !ids[e.Target] {
 			t.Errorf("edge %s: source %q / target %q is not a node id (Grafana fails on it)", e.Id, e.Source, e.Target)
 		}
@@ -151,7 +151,7 @@ func TestFramesFollowNodeGraphContract(t *testing.T) {
 // TestGraphResponseHasOneFrameEach: Node Graph takes the frame named nodes
 // and the one named edges; GetNodeGraph must serve exactly those two.
 func TestGraphResponseHasOneFrameEach(t *testing.T) {
-	nodes, edges := dataserver.Frames(lab())
+	nodes, edges := topograph.Frames(lab())
 	r := row(t, &meshnetv1.GetNodeGraphResponse{Nodes: nodes, Edges: edges})
 	if len(r) != 2 {
 		t.Fatalf("GetNodeGraph JSON has keys %v, want nodes and edges only", keys(r))
@@ -172,7 +172,7 @@ func keys(m map[string]any) []string {
 }
 
 func TestFramesEdgeRows(t *testing.T) {
-	nodes, edges := dataserver.Frames(lab())
+	nodes, edges := topograph.Frames(lab())
 	e := byID(edges)
 	n := byID(nodes)
 
@@ -225,7 +225,7 @@ func TestFramesEdgeRows(t *testing.T) {
 }
 
 func TestFramesNodeRows(t *testing.T) {
-	nodes, _ := dataserver.Frames(lab())
+	nodes, _ := topograph.Frames(lab())
 	n := byID(nodes)
 	r1 := n["r1"]
 	if r1.Subtitle != "node-a" || r1.DetailNode != "node-a" || r1.DetailPhase != "Running" || r1.DetailVtep != "198.51.100.1" ||
@@ -248,7 +248,7 @@ func TestFramesNodeRows(t *testing.T) {
 func TestPodGoneTurnsNodeRed(t *testing.T) {
 	g := lab()
 	delete(g.Pods, "r2")
-	nodes, edges := dataserver.Frames(g)
+	nodes, edges := topograph.Frames(g)
 	r2 := byID(nodes)["r2"]
 	if r2.Color != "red" || r2.ArcUp != 0 || r2.ArcDown != 1 || r2.Mainstat != 0 || r2.DetailPhase != "Missing" {
 		t.Errorf("r2 after its pod is deleted = %v, want red with arc__down 1", r2)
@@ -259,12 +259,12 @@ func TestPodGoneTurnsNodeRed(t *testing.T) {
 
 	g = lab()
 	g.Pods["r2"].Status.Conditions[0].Status = corev1.ConditionFalse
-	if r2 := byID(first(dataserver.Frames(g)))["r2"]; r2.Color != "red" {
+	if r2 := byID(first(topograph.Frames(g)))["r2"]; r2.Color != "red" {
 		t.Errorf("r2 not ready: colour %s, want red", r2.Color)
 	}
 	g = lab()
 	g.Topologies[1].Status.Conditions = conditions(false)
-	if r2 := byID(first(dataserver.Frames(g)))["r2"]; r2.Color != "orange" {
+	if r2 := byID(first(topograph.Frames(g)))["r2"]; r2.Color != "orange" {
 		t.Errorf("r2 with its Topology not Ready: colour %s, want orange", r2.Color)
 	}
 }
@@ -272,31 +272,31 @@ func TestPodGoneTurnsNodeRed(t *testing.T) {
 func first(n []*meshnetv1.GraphNode, _ []*meshnetv1.GraphEdge) []*meshnetv1.GraphNode { return n }
 
 func TestLinkDownTurnsEdgeRed(t *testing.T) {
-	for name, change := range map[string]func(g *dataserver.Graph){
-		"status down": func(g *dataserver.Graph) { g.Topologies[0].Status.Links[1].State = v1beta1.LinkDown },
-		"peer status down": func(g *dataserver.Graph) {
+	for name, change := range map[string]func(g *topograph.Graph){
+		"status down": func(g *topograph.Graph) { g.Topologies[0].Status.Links[1].State = v1beta1.LinkDown },
+		"peer status down": func(g *topograph.Graph) {
 			g.Topologies[2].Status.Links[0].State = v1beta1.LinkDown
 		},
-		"kernel down": func(g *dataserver.Graph) {
-			g.Live[dataserver.End{"r1", "eth2"}] = dataserver.Live{BytesPerSecond: -1, Status: &meshnetv1.LinkStatus{AdminState: meshnetv1.LinkState_LINK_STATE_DOWN}}
+		"kernel down": func(g *topograph.Graph) {
+			g.Live[topograph.End{"r1", "eth2"}] = topograph.Live{BytesPerSecond: -1, Status: &meshnetv1.LinkStatus{AdminState: meshnetv1.LinkState_LINK_STATE_DOWN}}
 		},
 	} {
 		g := lab()
 		change(&g)
-		e := byID(second(dataserver.Frames(g)))["r1:eth2--r3:eth1"]
+		e := byID(second(topograph.Frames(g)))["r1:eth2--r3:eth1"]
 		if e.DetailState != "down" || e.Color != "red" || !e.Highlighted || e.StrokeDasharray != "5,5" {
 			t.Errorf("%s: edge = state %s colour %s highlighted %t dash %q, want down, red, highlighted, dashed",
 				name, e.DetailState, e.Color, e.Highlighted, e.StrokeDasharray)
 		}
 	}
 	g := lab()
-	g.Live[dataserver.End{"r1", "eth1"}].Status.Carrier = false
-	if e := byID(second(dataserver.Frames(g)))["r1:eth1--r2:eth1"]; e.DetailState != "no-carrier" || e.Color != "red" {
+	g.Live[topograph.End{"r1", "eth1"}].Status.Carrier = false
+	if e := byID(second(topograph.Frames(g)))["r1:eth1--r2:eth1"]; e.DetailState != "no-carrier" || e.Color != "red" {
 		t.Errorf("veth without carrier: state %s colour %s, want no-carrier, red", e.DetailState, e.Color)
 	}
 	g = lab()
 	g.Topologies[0].Status.Links[2].LastError = "vxlan: parent for 198.51.100.1 not found"
-	nodes, edges := dataserver.Frames(g)
+	nodes, edges := topograph.Frames(g)
 	e := byID(edges)["r1:eth3--physical:sw1:Ethernet1"]
 	if e.DetailState != "failed" || e.Color != "red" || e.DetailError != "vxlan: parent for 198.51.100.1 not found" {
 		t.Errorf("failed link: %v", e)
@@ -311,7 +311,7 @@ func second(_ []*meshnetv1.GraphNode, e []*meshnetv1.GraphEdge) []*meshnetv1.Gra
 func TestLinkDrawnFromItsOnlyDeclaredEnd(t *testing.T) {
 	g := lab()
 	g.Topologies = g.Topologies[1:] // r1's Topology is gone; r2 and r3 still name r1
-	_, edges := dataserver.Frames(g)
+	_, edges := topograph.Frames(g)
 	e := byID(edges)
 	if e["r2:eth1--r1:eth1"] == nil || e["r3:eth1--r1:eth2"] == nil {
 		t.Errorf("edges %v, want r2's and r3's ends drawn from their side", e)
@@ -320,8 +320,8 @@ func TestLinkDrawnFromItsOnlyDeclaredEnd(t *testing.T) {
 
 // bigLab is n links: pods in a ring of n/2 pairs over 50 nodes, each link
 // declared at both ends, with status and live counters at every end.
-func bigLab(n int) dataserver.Graph {
-	g := dataserver.Graph{Namespace: "lab", Pods: map[string]*corev1.Pod{}, Live: map[dataserver.End]dataserver.Live{}, Unavailable: map[string]string{}}
+func bigLab(n int) topograph.Graph {
+	g := topograph.Graph{Namespace: "lab", Pods: map[string]*corev1.Pod{}, Live: map[topograph.End]topograph.Live{}, Unavailable: map[string]string{}}
 	pods := n / 2
 	name := func(i int) string { return fmt.Sprintf("r%05d", i%pods) }
 	links := make([][]v1beta1.Link, pods)
@@ -341,7 +341,7 @@ func bigLab(n int) dataserver.Graph {
 		}{{a, ia}, {b, ib}} {
 			stats[x.pod] = append(stats[x.pod], v1beta1.LinkStatus{UID: l, LocalIntf: x.intf, Kind: v1beta1.LinkKindVXLAN,
 				State: v1beta1.LinkUp, Carrier: true, MTU: 1450})
-			g.Live[dataserver.End{name(x.pod), x.intf}] = dataserver.Live{BytesPerSecond: float64(l), Status: &meshnetv1.LinkStatus{
+			g.Live[topograph.End{name(x.pod), x.intf}] = topograph.Live{BytesPerSecond: float64(l), Status: &meshnetv1.LinkStatus{
 				Interface: x.intf, AdminState: meshnetv1.LinkState_LINK_STATE_UP, Carrier: true, Mtu: 1450,
 				Netem:    &meshnetv1.NetemSpec{Delay: durationpb.New(10 * time.Millisecond), LossPercent: 1},
 				Counters: &meshnetv1.LinkCounters{TxBytes: uint64(l) * 1000, RxBytes: uint64(l) * 900},
@@ -362,7 +362,7 @@ func bigLab(n int) dataserver.Graph {
 }
 
 func TestBigLabHasOneEdgePerLink(t *testing.T) {
-	nodes, edges := dataserver.Frames(bigLab(5000))
+	nodes, edges := topograph.Frames(bigLab(5000))
 	if len(edges) != 5000 || len(nodes) != 2500 {
 		t.Fatalf("got %d edges and %d nodes, want 5000 and 2500", len(edges), len(nodes))
 	}
@@ -375,7 +375,7 @@ func BenchmarkEdgesFrame5000(b *testing.B) {
 	g := bigLab(5000)
 	b.ReportAllocs()
 	for b.Loop() {
-		_, edges := dataserver.Frames(g)
+		_, edges := topograph.Frames(g)
 		if len(edges) != 5000 {
 			b.Fatalf("%d edges", len(edges))
 		}
@@ -386,10 +386,10 @@ func BenchmarkEdgesFrame5000(b *testing.B) {
 // frame and its JSON as the gateway writes it.
 func BenchmarkEdgesJSON5000(b *testing.B) {
 	g := bigLab(5000)
-	m := gateway.DefaultMarshaler()
+	m := restapi.DefaultMarshaler()
 	b.ReportAllocs()
 	for b.Loop() {
-		_, edges := dataserver.Frames(g)
+		_, edges := topograph.Frames(g)
 		if _, err := m.Marshal(&meshnetv1.ListGraphEdgesResponse{Edges: edges}); err != nil {
 			b.Fatal(err)
 		}
@@ -401,8 +401,8 @@ func BenchmarkEdgesJSON5000(b *testing.B) {
 // nothing for an id the graph does not have.
 func TestEdgeEnds(t *testing.T) {
 	g := lab()
-	g.Live[dataserver.End{"r2", "eth1"}] = dataserver.Live{Status: &meshnetv1.LinkStatus{Interface: "eth1", Mtu: 1500, Addresses: []string{"10.0.0.2/30"}}}
-	e, ends := dataserver.EdgeEnds(g, "r1:eth1--r2:eth1")
+	g.Live[topograph.End{"r2", "eth1"}] = topograph.Live{Status: &meshnetv1.LinkStatus{Interface: "eth1", Mtu: 1500, Addresses: []string{"10.0.0.2/30"}}}
+	e, ends := topograph.EdgeEnds(g, "r1:eth1--r2:eth1")
 	if e == nil || len(ends) != 2 {
 		t.Fatalf("veth edge: %v with %d ends, want the edge and 2 ends", e, len(ends))
 	}
@@ -414,15 +414,15 @@ func TestEdgeEnds(t *testing.T) {
 		t.Errorf("rate %v bit/s, want 8e6 (1 MB/s)", e.DetailRateBps)
 	}
 
-	_, ends = dataserver.EdgeEnds(g, "r1:eth2--r3:eth1")
+	_, ends = topograph.EdgeEnds(g, "r1:eth2--r3:eth1")
 	if len(ends) != 2 || ends[0].Link != nil || !strings.Contains(ends[0].Error, "node-a reports no interface eth2") ||
 		!strings.Contains(ends[1].Error, "no reading from node node-b: meshnetd of node node-b did not answer") {
 		t.Errorf("vxlan ends without readings: %v, want why each is missing", ends)
 	}
-	if _, ends = dataserver.EdgeEnds(g, "r1:eth3--physical:sw1:Ethernet1"); len(ends) != 1 || ends[0].Pod != "r1" {
+	if _, ends = topograph.EdgeEnds(g, "r1:eth3--physical:sw1:Ethernet1"); len(ends) != 1 || ends[0].Pod != "r1" {
 		t.Errorf("physical peer: %v, want r1's end alone", ends)
 	}
-	if e, ends := dataserver.EdgeEnds(g, "r1:eth9--r2:eth9"); e != nil || ends != nil {
+	if e, ends := topograph.EdgeEnds(g, "r1:eth9--r2:eth9"); e != nil || ends != nil {
 		t.Errorf("unknown id: %v %v, want nil", e, ends)
 	}
 }
@@ -433,11 +433,11 @@ func TestEdgeEnds(t *testing.T) {
 func TestLinkLeftOutOfAWideStatusIsUp(t *testing.T) {
 	g := lab()
 	g.Topologies[2].Status.Links = nil // r3: eth1 (uid 2) not listed
-	if e := byID(second(dataserver.Frames(g)))["r1:eth2--r3:eth1"]; e.DetailState != "pending" {
+	if e := byID(second(topograph.Frames(g)))["r1:eth2--r3:eth1"]; e.DetailState != "pending" {
 		t.Fatalf("r3's end unknown: state %s, want pending", e.DetailState)
 	}
 	g.Topologies[2].Status.OmittedLinks = 2
-	if e := byID(second(dataserver.Frames(g)))["r1:eth2--r3:eth1"]; e.DetailState != "up" || e.Color != "green" {
+	if e := byID(second(topograph.Frames(g)))["r1:eth2--r3:eth1"]; e.DetailState != "up" || e.Color != "green" {
 		t.Errorf("r3's end left out as up as specified: state %s colour %s, want up, green", e.DetailState, e.Color)
 	}
 }

@@ -1,4 +1,9 @@
-package dataserver
+// Package topograph draws a namespace's links as Grafana Node Graph
+// frames: pods and the peers outside the cluster as nodes, links as edges,
+// coloured by the state their ends report (the Topologies' status and the
+// kernels' live readings). It is pure: meshnetd's data API serves its
+// frames and kubectl meshnet graph prints them.
+package topograph
 
 import (
 	"cmp"

@@ -1,4 +1,4 @@
-package dataserver
+package topograph
 
 import (
 	"testing"
