@@ -60,8 +60,8 @@ const (
 // link-local routes, duplicate address detection, MLD reports) walks every
 // interface of the namespace, so a pod's wiring takes time that grows with
 // the square of its links: two pods of 4,096 links wire in 31 to 36 s, of
-// 10,000 in 4 min 11 s (past CNI's 2 minutes, so the pod never starts), and
-// 64 s without link-local addresses.
+// 10,000 in 4 min 11 s (past the kubelet's 4 minutes for a sandbox, so the
+// pod never starts), and 64 s without link-local addresses.
 const MaxLinksWithLinkLocal = 4096
 
 // A Topology's status must fit beside its spec in etcd's request limit
@@ -99,7 +99,7 @@ const (
 
 // TopologySpec is the desired wiring and runtime state of a pod's links.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.links) || size(self.links) <= 4096 || (has(self.ipv6_link_local) && !self.ipv6_link_local)",message="more than 4096 links need ipv6_link_local: false: the kernel's IPv6 set-up of each link-local address walks all of the pod's interfaces, and 10,000 links with them take minutes to wire, past CNI's 2",fieldPath=".ipv6_link_local",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="!has(self.links) || size(self.links) <= 4096 || (has(self.ipv6_link_local) && !self.ipv6_link_local)",message="more than 4096 links need ipv6_link_local: false: the kernel's IPv6 set-up of each link-local address walks all of the pod's interfaces, and 10,000 links with them take longer to wire than the 4 minutes a pod's sandbox gets",fieldPath=".ipv6_link_local",reason=FieldValueRequired
 type TopologySpec struct {
 	// Links are the pod's point-to-point links, keyed by uid. Both ends of a
 	// link carry the same uid in their own pod's Topology.

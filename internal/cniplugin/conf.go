@@ -13,10 +13,14 @@ import (
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 )
 
-// Defaults of the plugin configuration.
+// Defaults of the plugin configuration. DefaultTimeout leaves 30 s of the
+// kubelet's 4 minutes for a sandbox (twice its runtime request timeout) to
+// the runtime and the primary plugin: the kernel makes 10,000 VXLAN links
+// in about 2 minutes on two busy cores, and an ADD cut off at 2 minutes
+// started again from nothing in a new sandbox, never to finish.
 const (
 	DefaultSocket  = "/run/meshnet/cni.sock"
-	DefaultTimeout = 2 * time.Minute
+	DefaultTimeout = 3*time.Minute + 30*time.Second
 )
 
 // DefaultNetnsPaths are the network namespace paths runtimes use: containerd

@@ -19,6 +19,10 @@ type Netns struct {
 	fd      netns.NsHandle
 	h       *netlink.Handle
 	rawSock rawSocket
+
+	// underlays are the node's recent underlays towards remote VTEPs
+	// (findUnderlay).
+	underlays underlayCache
 }
 
 // OpenNetns opens the network namespace at path, e.g. a pod sandbox's

@@ -43,9 +43,9 @@ func (s *Server) Reapply(ctx context.Context, pod podstore.Key) error {
 	if !ok {
 		return status.Errorf(codes.NotFound, "pod %s is not wired on node %s", pod, s.node)
 	}
-	st, err := func() (podState, error) {
+	st, err := func() (podRecord, error) {
 		defer s.lockPod(pod, nil)()
-		return s.states.load(p)
+		return s.records.load(p)
 	}()
 	if err != nil || st.Applied == nil {
 		return err
@@ -63,7 +63,7 @@ func (s *Server) Reapply(ctx context.Context, pod podstore.Key) error {
 // down, so that a new pod of the same name starts clean.
 func (s *Server) Forget(pod podstore.Key) error {
 	defer s.lockPod(pod, nil)()
-	return s.states.forget(pod)
+	return s.records.forget(pod)
 }
 
 func (s *Server) apply(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*meshnetv1.ApplyPodResponse, error) {
@@ -122,7 +122,7 @@ func (s *Server) apply(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*me
 		}
 	}
 
-	err = s.withPod(p, extra, func(n *podNetns, st *podState, devs map[string]links.Interface) (bool, error) {
+	err = s.withPod(p, extra, func(n *podNetns, st *podRecord, devs map[string]links.Interface) (bool, error) {
 		var want []route
 		if req.GetRoutes() != nil {
 			want = v.routes("routes.routes", req.GetRoutes().GetRoutes(), devs)
@@ -329,7 +329,7 @@ func (s *Server) plan(v *violations, p podstore.Pod, req *meshnetv1.ApplyPodRequ
 // convergeLink brings one link to the MTU and netem its spec has (its admin
 // state is set for all links at once, by changeAdmins); fields the
 // kernel already has are not touched, so a repeated apply changes nothing.
-func (s *Server) convergeLink(n *podNetns, st *podState, p podstore.Pod, pl linkPlan, cur links.State) (bool, error) {
+func (s *Server) convergeLink(n *podNetns, st *podRecord, p podstore.Pod, pl linkPlan, cur links.State) (bool, error) {
 	intf := pl.link.LocalIntf
 	changed := false
 	if pl.spec.Mtu != nil && cur.MTU != int(pl.spec.GetMtu()) {

@@ -89,12 +89,12 @@ type Config struct {
 // Server implements meshnetv1.LinkServiceServer.
 type Server struct {
 	meshnetv1.UnimplementedLinkServiceServer
-	pods   *podstore.Store
-	states *stateStore
-	locks  *linklock.Locks
-	remote RemoteEnds
-	wirer  LinkSyncer
-	watch  *linkwatch.Watcher
+	pods    *podstore.Store
+	records *recordStore
+	locks   *linklock.Locks
+	remote  RemoteEnds
+	wirer   LinkSyncer
+	watch   *linkwatch.Watcher
 	// applying lets one ApplyPod at a time work on a pod.
 	applying gate
 	node     string
@@ -117,7 +117,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Pods == nil || cfg.Locks == nil {
 		return nil, errors.New("linkserver: needs a pod store and locks")
 	}
-	states, err := openStateStore(cfg.StateDir)
+	records, err := openRecordStore(cfg.StateDir)
 	if err != nil {
 		return nil, fmt.Errorf("linkserver: %w", err)
 	}
@@ -125,7 +125,7 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{pods: cfg.Pods, states: states, locks: cfg.Locks, remote: cfg.Remote, wirer: cfg.Links, node: cfg.Node, nodeIP: cfg.NodeIP, log: log}
+	s := &Server{pods: cfg.Pods, records: records, locks: cfg.Locks, remote: cfg.Remote, wirer: cfg.Links, node: cfg.Node, nodeIP: cfg.NodeIP, log: log}
 	s.watch = linkwatch.New(linkwatch.Config{Pods: cfg.Pods, Read: s.snapshot, Log: log})
 	return s, nil
 }
@@ -150,7 +150,7 @@ func (s *Server) Hold(pod podstore.Key) (release func()) { return s.watch.Hold(p
 
 // lastError is why converging a link last failed: the wiring's reason and
 // the runtime calls'.
-func (s *Server) lastError(p podstore.Pod, l podstore.Link, st podState) string {
+func (s *Server) lastError(p podstore.Pod, l podstore.Link, st podRecord) string {
 	msg := st.LastError[l.LocalIntf]
 	if s.wirer != nil {
 		msg = joinMsg(s.wirer.LastError(p.Key(), l.UID), msg)
@@ -261,7 +261,7 @@ func kernelErr(err error) error {
 // state in cur, keeping what down flushes in st for the up: one batch in
 // the kernel, however many interfaces. changed lists the interfaces it
 // changed, failed those it could not; the caller saves st.
-func changeAdmins(n *podNetns, st *podState, cur map[string]links.Interface, want map[string]bool) (changed []string, failed map[string]error) {
+func changeAdmins(n *podNetns, st *podRecord, cur map[string]links.Interface, want map[string]bool) (changed []string, failed map[string]error) {
 	var down []string
 	up := map[string]links.Saved{}
 	for intf, u := range want {
@@ -307,7 +307,7 @@ func changeAdmins(n *podNetns, st *podState, cur map[string]links.Interface, wan
 func (s *Server) setAdmin(ctx context.Context, p podstore.Pod, l podstore.Link, up, remote bool) (changed bool, err error) {
 	err = func() error {
 		defer s.lockPod(p.Key(), []string{l.LocalIntf})()
-		st, err := s.states.load(p)
+		st, err := s.records.load(p)
 		if err != nil {
 			return status.Error(codes.Internal, err.Error())
 		}
@@ -329,7 +329,7 @@ func (s *Server) setAdmin(ctx context.Context, p podstore.Pod, l podstore.Link, 
 		}
 		if changed = len(c) > 0; changed {
 			s.log.Info("link admin state set", "pod", p.Key().String(), "link", l.LocalIntf, "node", s.node, "up", up)
-			if err := s.states.save(p.Key(), st); err != nil {
+			if err := s.records.save(p.Key(), st); err != nil {
 				return status.Error(codes.Internal, err.Error())
 			}
 		}
@@ -428,7 +428,7 @@ func (s *Server) SetEndStates(ctx context.Context, pod podstore.Key, states map[
 		return failAll(status.FromContextError(err).Err())
 	}
 	var failed map[string]error
-	err = s.withPod(p, nil, func(n *podNetns, st *podState, devs map[string]links.Interface) (bool, error) {
+	err = s.withPod(p, nil, func(n *podNetns, st *podRecord, devs map[string]links.Interface) (bool, error) {
 		var changed []string
 		changed, failed = changeAdmins(n, st, devs, want)
 		for _, intf := range changed {
@@ -484,7 +484,7 @@ func (s *Server) SetNetem(ctx context.Context, req *meshnetv1.SetNetemRequest) (
 	if err != nil {
 		return nil, err
 	}
-	if err := s.withLink(p, l.LocalIntf, func(n *podNetns, st *podState) (bool, error) {
+	if err := s.withLink(p, l.LocalIntf, func(n *podNetns, st *podRecord) (bool, error) {
 		return s.applyNetem(n, st, p, l.LocalIntf, spec, false)
 	}); err != nil {
 		return nil, err
@@ -509,7 +509,7 @@ func (s *Server) ClearNetem(ctx context.Context, req *meshnetv1.ClearNetemReques
 	if err != nil {
 		return nil, err
 	}
-	if err := s.withLink(p, l.LocalIntf, func(n *podNetns, st *podState) (bool, error) {
+	if err := s.withLink(p, l.LocalIntf, func(n *podNetns, st *podRecord) (bool, error) {
 		return s.clearNetem(n, st, p, l.LocalIntf)
 	}); err != nil {
 		return nil, err
@@ -523,9 +523,9 @@ func (s *Server) ClearNetem(ctx context.Context, req *meshnetv1.ClearNetemReques
 
 // withLink runs change with the pod and intf locked, the pod's netns open
 // and its state loaded, and saves the state when change says it changed.
-func (s *Server) withLink(p podstore.Pod, intf string, change func(*podNetns, *podState) (bool, error)) error {
+func (s *Server) withLink(p podstore.Pod, intf string, change func(*podNetns, *podRecord) (bool, error)) error {
 	defer s.lockPod(p.Key(), []string{intf})()
-	st, err := s.states.load(p)
+	st, err := s.records.load(p)
 	if err != nil {
 		return status.Error(codes.Internal, err.Error())
 	}
@@ -539,7 +539,7 @@ func (s *Server) withLink(p podstore.Pod, intf string, change func(*podNetns, *p
 		return kernelErr(err)
 	}
 	if changed {
-		if err := s.states.save(p.Key(), st); err != nil {
+		if err := s.records.save(p.Key(), st); err != nil {
 			return status.Error(codes.Internal, err.Error())
 		}
 	}
@@ -548,7 +548,7 @@ func (s *Server) withLink(p podstore.Pod, intf string, change func(*podNetns, *p
 
 // applyNetem makes spec intf's shaping. With skipSame, a qdisc that already
 // reads back as spec is not touched (ApplyPod's idempotence).
-func (s *Server) applyNetem(n *podNetns, st *podState, p podstore.Pod, intf string, spec shaping.Spec, skipSame bool) (bool, error) {
+func (s *Server) applyNetem(n *podNetns, st *podRecord, p podstore.Pod, intf string, spec shaping.Spec, skipSame bool) (bool, error) {
 	if skipSame {
 		cur, err := netem.Get(n.handle, intf)
 		if err == nil && cur.Owner == netem.OwnerMeshnet && cur.Undecoded == nil &&
@@ -564,7 +564,7 @@ func (s *Server) applyNetem(n *podNetns, st *podState, p podstore.Pod, intf stri
 	return true, nil
 }
 
-func (s *Server) clearNetem(n *podNetns, st *podState, p podstore.Pod, intf string) (bool, error) {
+func (s *Server) clearNetem(n *podNetns, st *podRecord, p podstore.Pod, intf string) (bool, error) {
 	cur, err := netem.Get(n.handle, intf)
 	if err != nil {
 		return false, err
@@ -673,7 +673,7 @@ func (s *Server) readPod(p podstore.Pod, only string) ([]*meshnetv1.LinkStatus, 
 // read is readPod, and with withRoutes the pod's managed routes too, from
 // the same namespace handle, state and interface dump.
 func (s *Server) read(p podstore.Pod, only string, withRoutes bool) ([]*meshnetv1.LinkStatus, []*meshnetv1.Route, error) {
-	st, err := s.states.load(p)
+	st, err := s.records.load(p)
 	if err != nil {
 		return nil, nil, status.Error(codes.Internal, err.Error())
 	}
@@ -851,7 +851,7 @@ func fillQdisc(ls *meshnetv1.LinkStatus, q netem.State, dist shaping.Distributio
 // routesIn reads back the managed routes st.Routes from the kernel, each as
 // the kernel has it (dev resolved); routes through a link meshnet took down
 // are not in the kernel until it comes up.
-func routesIn(n *podNetns, st *podState, devs map[string]links.Interface) ([]*meshnetv1.Route, error) {
+func routesIn(n *podNetns, st *podRecord, devs map[string]links.Interface) ([]*meshnetv1.Route, error) {
 	if len(st.Routes) == 0 {
 		return nil, nil
 	}
@@ -888,7 +888,7 @@ func routesIn(n *podNetns, st *podState, devs map[string]links.Interface) ([]*me
 // convergeRoutes makes want the managed route set: managed routes not in
 // want are deleted, the others added or replaced. A route through a link
 // meshnet took down is kept with that link's saved routes, for its up.
-func convergeRoutes(n *podNetns, st *podState, want []route) (bool, error) {
+func convergeRoutes(n *podNetns, st *podRecord, want []route) (bool, error) {
 	changed := false
 	for _, old := range st.Routes {
 		if slices.ContainsFunc(want, old.sameDst) {
@@ -954,7 +954,7 @@ func (s *Server) SetRoutes(ctx context.Context, req *meshnetv1.SetRoutesRequest)
 		return nil, err
 	}
 	var out []*meshnetv1.Route
-	err = s.withPod(p, nil, func(n *podNetns, st *podState, devs map[string]links.Interface) (bool, error) {
+	err = s.withPod(p, nil, func(n *podNetns, st *podRecord, devs map[string]links.Interface) (bool, error) {
 		want := v.routes("routes", req.GetRoutes(), devs)
 		if err := v.err(); err != nil {
 			return false, err
@@ -983,11 +983,11 @@ func (s *Server) logChange(changed bool, msg string, p podstore.Pod, args ...any
 // locked, its netns open, its state loaded and the interfaces in its netns
 // read; the state is saved when change reports a change, even when
 // it fails part way.
-func (s *Server) withPod(p podstore.Pod, extra []linklock.Key, change func(*podNetns, *podState, map[string]links.Interface) (bool, error)) error {
+func (s *Server) withPod(p podstore.Pod, extra []linklock.Key, change func(*podNetns, *podRecord, map[string]links.Interface) (bool, error)) error {
 	defer s.lockPod(p.Key(), intfsOf(p), extra...)()
 	// The watcher reads the pod once this change is done, not half way.
 	defer s.watch.Hold(p.Key())()
-	st, err := s.states.load(p)
+	st, err := s.records.load(p)
 	if err != nil {
 		return status.Error(codes.Internal, err.Error())
 	}
@@ -1005,7 +1005,7 @@ func (s *Server) withPod(p podstore.Pod, extra []linklock.Key, change func(*podN
 		// What the kernel does not tell (a last error, a distribution)
 		// changed too: have the watchers told.
 		defer s.watch.Touch(p.Key())
-		if err := s.states.save(p.Key(), st); err != nil {
+		if err := s.records.save(p.Key(), st); err != nil {
 			return status.Error(codes.Internal, errors.Join(cerr, err).Error())
 		}
 	}

@@ -12,11 +12,11 @@ import (
 	"github.com/meshnet/meshnet/internal/podstore"
 )
 
-// podState is what meshnetd must remember about a pod beyond its podstore
+// podRecord is what meshnetd must remember about a pod beyond its podstore
 // record, across daemon restarts: what the kernel flushed from the links it
-// took down, the routes it manages, and the last state it converged.
-type podState struct {
-	// ContainerID is the sandbox the state was made in; a new sandbox has
+// took down, the routes it manages, and the last desired state it converged to.
+type podRecord struct {
+	// ContainerID is the sandbox the record was made in; a new sandbox has
 	// fresh links, so Down no longer applies to it.
 	ContainerID string `json:"container_id"`
 	PodUID      string `json:"pod_uid,omitempty"`
@@ -86,37 +86,37 @@ func (e savedEnd) links() links.Saved {
 	return s
 }
 
-// stateStore keeps one podState file a pod in a directory. Callers hold the
+// recordStore keeps one podRecord file a pod in a directory. Callers hold the
 // pod's lock around load and save.
-type stateStore struct{ dir string }
+type recordStore struct{ dir string }
 
-func openStateStore(dir string) (*stateStore, error) {
+func openRecordStore(dir string) (*recordStore, error) {
 	if dir == "" {
-		return nil, errors.New("no state directory")
+		return nil, errors.New("no record directory (StateDir)")
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create state directory %s: %w", dir, err)
+		return nil, fmt.Errorf("create record directory %s: %w", dir, err)
 	}
-	return &stateStore{dir: dir}, nil
+	return &recordStore{dir: dir}, nil
 }
 
-func (s *stateStore) path(k podstore.Key) string {
+func (s *recordStore) path(k podstore.Key) string {
 	return filepath.Join(s.dir, k.Namespace+"_"+k.Name+".json")
 }
 
-// load returns the pod's state for its current sandbox: state recorded for
+// load returns the pod's record for its current sandbox: what was recorded for
 // another sandbox keeps only what outlives a sandbox (routes, the last
 // apply), not what belonged to its links.
-func (s *stateStore) load(p podstore.Pod) (podState, error) {
-	var st podState
+func (s *recordStore) load(p podstore.Pod) (podRecord, error) {
+	var st podRecord
 	data, err := os.ReadFile(s.path(p.Key()))
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
-		return podState{}, fmt.Errorf("read state of pod %s: %w", p.Key(), err)
+		return podRecord{}, fmt.Errorf("read record of pod %s: %w", p.Key(), err)
 	default:
 		if err := json.Unmarshal(data, &st); err != nil {
-			return podState{}, fmt.Errorf("decode state of pod %s: %w", p.Key(), err)
+			return podRecord{}, fmt.Errorf("decode record of pod %s: %w", p.Key(), err)
 		}
 	}
 	if st.ContainerID != p.ContainerID {
@@ -137,26 +137,26 @@ func (s *stateStore) load(p podstore.Pod) (podState, error) {
 	return st, nil
 }
 
-func (s *stateStore) save(k podstore.Key, st podState) error {
+func (s *recordStore) save(k podstore.Key, st podRecord) error {
 	data, err := json.Marshal(st)
 	if err != nil {
-		return fmt.Errorf("encode state of pod %s: %w", k, err)
+		return fmt.Errorf("encode record of pod %s: %w", k, err)
 	}
 	path := s.path(k)
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return fmt.Errorf("write state of pod %s: %w", k, err)
+		return fmt.Errorf("write record of pod %s: %w", k, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write state of pod %s: %w", k, err)
+		return fmt.Errorf("write record of pod %s: %w", k, err)
 	}
 	return nil
 }
 
-// forget removes a pod's state, when the pod is gone.
-func (s *stateStore) forget(k podstore.Key) error {
+// forget removes a pod's record, when the pod is gone.
+func (s *recordStore) forget(k podstore.Key) error {
 	if err := os.Remove(s.path(k)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("remove state of pod %s: %w", k, err)
+		return fmt.Errorf("remove record of pod %s: %w", k, err)
 	}
 	return nil
 }
