@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/meshnet/meshnet/internal/links"
 	"github.com/meshnet/meshnet/internal/podstore"
@@ -151,6 +152,40 @@ func (s *recordStore) save(k podstore.Key, st podRecord) error {
 		return fmt.Errorf("write record of pod %s: %w", k, err)
 	}
 	return nil
+}
+
+// saveRecord saves p's record, unless p is no longer wired here with that
+// sandbox: a call that read the pod before its DEL must not write back the
+// record the DEL removed. The caller holds the pod's lock.
+func (s *Server) saveRecord(p podstore.Pod, st podRecord) error {
+	if cur, ok := s.pods.Get(p.Key()); !ok || cur.ContainerID != p.ContainerID {
+		return nil
+	}
+	return s.records.save(p.Key(), st)
+}
+
+// sweep removes the records of the pods wired is false for, and returns
+// their keys: a DEL that removed the pod from the pod store and was killed
+// before it removed the record left one that nothing else would remove.
+func (s *recordStore) sweep(wired func(podstore.Key) bool) ([]podstore.Key, error) {
+	files, err := filepath.Glob(filepath.Join(s.dir, "*.json"))
+	if err != nil {
+		return nil, fmt.Errorf("list records in %s: %w", s.dir, err)
+	}
+	var gone []podstore.Key
+	for _, f := range files {
+		// Namespaces and pod names are DNS names: no underscore.
+		ns, name, ok := strings.Cut(strings.TrimSuffix(filepath.Base(f), ".json"), "_")
+		k := podstore.Key{Namespace: ns, Name: name}
+		if !ok || wired(k) {
+			continue
+		}
+		if err := s.forget(k); err != nil {
+			return gone, err
+		}
+		gone = append(gone, k)
+	}
+	return gone, nil
 }
 
 // forget removes a pod's record, when the pod is gone.

@@ -127,6 +127,15 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{pods: cfg.Pods, records: records, locks: cfg.Locks, remote: cfg.Remote, wirer: cfg.Links, node: cfg.Node, nodeIP: cfg.NodeIP, log: log}
 	s.watch = linkwatch.New(linkwatch.Config{Pods: cfg.Pods, Read: s.snapshot, Log: log})
+	// Before any call is served: a record of a pod the pod store no
+	// longer has is left from a DEL cut short by a crash.
+	gone, err := records.sweep(func(k podstore.Key) bool { _, ok := cfg.Pods.Get(k); return ok })
+	for _, k := range gone {
+		log.Info("record of a pod no longer wired here removed", "pod", k.String(), "node", cfg.Node)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("linkserver: %w", err)
+	}
 	return s, nil
 }
 
@@ -329,7 +338,7 @@ func (s *Server) setAdmin(ctx context.Context, p podstore.Pod, l podstore.Link, 
 		}
 		if changed = len(c) > 0; changed {
 			s.log.Info("link admin state set", "pod", p.Key().String(), "link", l.LocalIntf, "node", s.node, "up", up)
-			if err := s.records.save(p.Key(), st); err != nil {
+			if err := s.saveRecord(p, st); err != nil {
 				return status.Error(codes.Internal, err.Error())
 			}
 		}
@@ -539,7 +548,7 @@ func (s *Server) withLink(p podstore.Pod, intf string, change func(*podNetns, *p
 		return kernelErr(err)
 	}
 	if changed {
-		if err := s.records.save(p.Key(), st); err != nil {
+		if err := s.saveRecord(p, st); err != nil {
 			return status.Error(codes.Internal, err.Error())
 		}
 	}
@@ -1005,7 +1014,7 @@ func (s *Server) withPod(p podstore.Pod, extra []linklock.Key, change func(*podN
 		// What the kernel does not tell (a last error, a distribution)
 		// changed too: have the watchers told.
 		defer s.watch.Touch(p.Key())
-		if err := s.records.save(p.Key(), st); err != nil {
+		if err := s.saveRecord(p, st); err != nil {
 			return status.Error(codes.Internal, errors.Join(cerr, err).Error())
 		}
 	}
