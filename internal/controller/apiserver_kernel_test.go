@@ -46,7 +46,7 @@ func mtuEdits(t testing.TB, p *pair, mtus ...int32) {
 		mustEdit(t, p.lab, "r1", setMTU(ptr.To(mtu), "eth1"))
 	}
 	last := mtus[len(mtus)-1]
-	waitKernel(t, p.r1.Netns, "eth1", 30*time.Second, func(s links.State) bool { return s.MTU == int(last) })
+	waitKernel(t, p.r1.Netns, "eth1", 30*time.Second, func(s links.Reading) bool { return s.MTU == int(last) })
 	waitStatus(t, p.lab, "r1", 30*time.Second, func(topo *v1beta1.Topology) bool {
 		l := linkStatus(topo, "eth1")
 		return converged(topo) && l != nil && l.MTU == last
@@ -142,7 +142,7 @@ func TestKernelAPIServerOutageLosesLeadership(t *testing.T) {
 	mustEdit(t, p.lab, "r1", setMTU(ptr.To[int32](1380), "eth1"))
 	restarted := time.Now()
 	p.ctrl = startController(t, p.lab, p.a, "controller-restarted")
-	waitKernel(t, p.r1.Netns, "eth1", 30*time.Second, func(s links.State) bool { return s.MTU == 1380 })
+	waitKernel(t, p.r1.Netns, "eth1", 30*time.Second, func(s links.Reading) bool { return s.MTU == 1380 })
 	t.Logf("restarted replica converged the pending edit in %v", time.Since(restarted).Round(time.Millisecond))
 	if h := ptr.Deref(lease(t, p).Spec.HolderIdentity, ""); h == first || h == "" {
 		t.Errorf("Lease holder %q after the restart, want the new replica (was %q)", h, first)

@@ -28,8 +28,8 @@ func TestKernelStateDownVeth(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustEdit(t, p.lab, "r1", setState(ptr.To(v1beta1.LinkDown), "eth1"))
-	waitKernel(t, p.r1.Netns, "eth1", 10*time.Second, func(s links.State) bool { return !s.AdminUp && !s.Carrier })
-	waitKernel(t, p.r2.Netns, "eth1", 10*time.Second, func(s links.State) bool { return !s.Carrier })
+	waitKernel(t, p.r1.Netns, "eth1", 10*time.Second, func(s links.Reading) bool { return !s.AdminUp && !s.Carrier })
+	waitKernel(t, p.r2.Netns, "eth1", 10*time.Second, func(s links.Reading) bool { return !s.Carrier })
 	if err := pings(p.r1, "10.0.1.2", 1); err == nil {
 		t.Error("ping over eth1 works with state down")
 	}
@@ -259,7 +259,7 @@ func TestKernelDaemonKilledMidEdits(t *testing.T) {
 	if l := last.Spec.Links[0]; l.State == nil || *l.State != v1beta1.LinkDown || *l.MTU != 1380 {
 		t.Fatalf("last spec %+v", l)
 	}
-	waitKernel(t, p.r1.Netns, "eth1", 60*time.Second, func(s links.State) bool { return !s.AdminUp && s.MTU == 1380 })
+	waitKernel(t, p.r1.Netns, "eth1", 60*time.Second, func(s links.Reading) bool { return !s.AdminUp && s.MTU == 1380 })
 	waitStatus(t, p.lab, "r1", 30*time.Second, func(topo *v1beta1.Topology) bool {
 		l := linkStatus(topo, "eth1")
 		return converged(topo) && l != nil && l.State == v1beta1.LinkDown && l.MTU == 1380
@@ -298,7 +298,7 @@ func TestKernelLeaderElection(t *testing.T) {
 	// The second replica waits: the holder stays, and edits still converge
 	// exactly once each (the first replica's work).
 	mustEdit(t, p.lab, "r1", setMTU(ptr.To[int32](1400), "eth1"))
-	waitKernel(t, p.r1.Netns, "eth1", 10*time.Second, func(s links.State) bool { return s.MTU == 1400 })
+	waitKernel(t, p.r1.Netns, "eth1", 10*time.Second, func(s links.Reading) bool { return s.MTU == 1400 })
 	time.Sleep(3 * time.Second)
 	if h := leaseHolder(t, p.lab); h != first {
 		t.Fatalf("Lease holder changed from %q to %q while the leader ran", first, h)
@@ -310,7 +310,7 @@ func TestKernelLeaderElection(t *testing.T) {
 	p.ctrl.signal(syscall.SIGKILL)
 	mustEdit(t, p.lab, "r1", setMTU(ptr.To[int32](1450), "eth1"))
 	// The Lease of a killed leader expires after its 15s duration.
-	waitKernel(t, p.r1.Netns, "eth1", 45*time.Second, func(s links.State) bool { return s.MTU == 1450 })
+	waitKernel(t, p.r1.Netns, "eth1", 45*time.Second, func(s links.Reading) bool { return s.MTU == 1450 })
 	if h := leaseHolder(t, p.lab); h == first || h == "" {
 		t.Errorf("Lease holder %q after the leader was killed, want the other replica", h)
 	}
@@ -389,7 +389,7 @@ func BenchmarkKernelEditToKernel(b *testing.B) {
 			}
 			accepted = append(accepted, time.Since(start))
 			for {
-				s, err := links.ReadState(n, "eth1")
+				s, err := links.ReadLink(n, "eth1")
 				if err != nil {
 					b.Fatal(err)
 				}

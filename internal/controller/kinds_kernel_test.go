@@ -66,8 +66,8 @@ func TestKernelBothEndsEditedAtOnce(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	waitMade(t, p.r1.Netns, "eth9", 10*time.Second, func(s links.State) bool { return s.AdminUp })
-	waitMade(t, p.r3.Netns, "eth9", 10*time.Second, func(s links.State) bool { return s.AdminUp })
+	waitMade(t, p.r1.Netns, "eth9", 10*time.Second, func(s links.Reading) bool { return s.AdminUp })
+	waitMade(t, p.r3.Netns, "eth9", 10*time.Second, func(s links.Reading) bool { return s.AdminUp })
 	if err := pings(p.r1, "10.0.20.2", 10); err != nil {
 		t.Fatalf("over the link both ends added at once: %v", err)
 	}

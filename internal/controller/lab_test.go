@@ -184,14 +184,14 @@ func linkStatus(topo *v1beta1.Topology, intf string) *v1beta1.LinkStatus {
 	return nil
 }
 
-func readState(t testing.TB, nsPath, intf string) links.State {
+func readState(t testing.TB, nsPath, intf string) links.Reading {
 	t.Helper()
 	n, err := links.OpenNetns(nsPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	s, err := links.ReadState(n, intf)
+	s, err := links.ReadLink(n, intf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func readState(t testing.TB, nsPath, intf string) links.State {
 }
 
 // waitKernel polls an interface until ok holds.
-func waitKernel(t testing.TB, nsPath, intf string, within time.Duration, ok func(links.State) bool) {
+func waitKernel(t testing.TB, nsPath, intf string, within time.Duration, ok func(links.Reading) bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
@@ -227,8 +227,8 @@ func pings(p *labnet.Pod, ip string, tries int) error {
 	return fmt.Errorf("ping %s from %s: %v\n%s", ip, p.Name, err, out)
 }
 
-func down(s links.State) bool { return !s.AdminUp }
-func up(s links.State) bool   { return s.AdminUp && s.Carrier }
+func down(s links.Reading) bool { return !s.AdminUp }
+func up(s links.Reading) bool   { return s.AdminUp && s.Carrier }
 
 // pair is r1 and r2 on node a joined by a veth (10.0.1.0/30), r1 and r3 on
 // node b by a VXLAN (10.0.2.0/30), all wired, with one controller running.

@@ -39,8 +39,8 @@ func TestKernelLinksAddedAndRemovedAtRuntime(t *testing.T) {
 	mustEdit(t, p.lab, "r3", addLink(link(11, "r1", "eth2", "eth4", "10.0.11.2/30", "10.0.11.1/30")))
 	waitMade(t, p.r1.Netns, "eth3", 10*time.Second, up)
 	waitMade(t, p.r2.Netns, "eth2", 10*time.Second, up)
-	waitMade(t, p.r1.Netns, "eth4", 10*time.Second, func(s links.State) bool { return s.AdminUp })
-	waitMade(t, p.r3.Netns, "eth2", 10*time.Second, func(s links.State) bool { return s.AdminUp })
+	waitMade(t, p.r1.Netns, "eth4", 10*time.Second, func(s links.Reading) bool { return s.AdminUp })
+	waitMade(t, p.r3.Netns, "eth2", 10*time.Second, func(s links.Reading) bool { return s.AdminUp })
 	if err := pings(p.r1, "10.0.10.2", 5); err != nil {
 		t.Errorf("over the veth added at runtime: %v", err)
 	}
@@ -73,20 +73,20 @@ func TestKernelLinksAddedAndRemovedAtRuntime(t *testing.T) {
 }
 
 // waitMade waits until intf exists in the namespace and ok holds.
-func waitMade(t testing.TB, nsPath, intf string, within time.Duration, ok func(links.State) bool) {
+func waitMade(t testing.TB, nsPath, intf string, within time.Duration, ok func(links.Reading) bool) {
 	t.Helper()
-	waitIntf(t, nsPath, intf, within, "made as expected", func(s links.State, err error) bool { return err == nil && ok(s) })
+	waitIntf(t, nsPath, intf, within, "made as expected", func(s links.Reading, err error) bool { return err == nil && ok(s) })
 }
 
 // waitGone waits until intf no longer exists in the namespace.
 func waitGone(t testing.TB, nsPath, intf string, within time.Duration) {
 	t.Helper()
-	waitIntf(t, nsPath, intf, within, "removed", func(_ links.State, err error) bool { return err != nil })
+	waitIntf(t, nsPath, intf, within, "removed", func(_ links.Reading, err error) bool { return err != nil })
 }
 
 // waitIntf polls intf in the namespace until done holds of its state (or
 // of the error reading it: no such interface).
-func waitIntf(t testing.TB, nsPath, intf string, within time.Duration, what string, done func(links.State, error) bool) {
+func waitIntf(t testing.TB, nsPath, intf string, within time.Duration, what string, done func(links.Reading, error) bool) {
 	t.Helper()
 	n, err := links.OpenNetns(nsPath)
 	if err != nil {
@@ -95,7 +95,7 @@ func waitIntf(t testing.TB, nsPath, intf string, within time.Duration, what stri
 	defer n.Close()
 	deadline := time.Now().Add(within)
 	for {
-		s, err := links.ReadState(n, intf)
+		s, err := links.ReadLink(n, intf)
 		if done(s, err) {
 			return
 		}
@@ -149,8 +149,8 @@ func TestKernelVXLANAddRemoveCycles(t *testing.T) {
 	const cycles = 100
 	for i := range cycles {
 		addVXLAN(t, p)
-		waitMade(t, p.r1.Netns, "eth9", 10*time.Second, func(s links.State) bool { return s.AdminUp })
-		waitMade(t, p.r3.Netns, "eth9", 10*time.Second, func(s links.State) bool { return s.AdminUp })
+		waitMade(t, p.r1.Netns, "eth9", 10*time.Second, func(s links.Reading) bool { return s.AdminUp })
+		waitMade(t, p.r3.Netns, "eth9", 10*time.Second, func(s links.Reading) bool { return s.AdminUp })
 		if i%10 == 0 {
 			if err := pings(p.r1, "10.0.20.2", 20); err != nil {
 				t.Fatalf("cycle %d: %v", i, err)

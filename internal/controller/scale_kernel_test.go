@@ -426,7 +426,7 @@ func TestKernelBatchConverges(t *testing.T) {
 		}
 		for _, intf := range m.ends[p.Name] {
 			if !got[intf].AdminUp || !got[intf].Carrier {
-				t.Errorf("lab/%s %s after the batch up: %+v", p.Name, intf, got[intf].State)
+				t.Errorf("lab/%s %s after the batch up: %+v", p.Name, intf, got[intf].Reading)
 			}
 		}
 	}

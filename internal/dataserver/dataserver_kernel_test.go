@@ -57,7 +57,7 @@ func TestKernelLiveCounters(t *testing.T) {
 		}
 	}
 	_, edges := h.Graph()
-	kernel, err := links.ReadState(r1, "eth1")
+	kernel, err := links.ReadLink(r1, "eth1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func waitCarrier(t *testing.T, n *links.Netns, intf string, want bool) {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		s, err := links.ReadState(n, intf)
+		s, err := links.ReadLink(n, intf)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,9 +77,9 @@ func TestKernelRESTAndGrpcurl(t *testing.T) {
 	st := linkservertest.Start(t, linkservertest.Options{Pods: lab.Store, Checker: tok.Checker, ReadOpen: true})
 	gc := grpcurl(t)
 	curl := curlPath(t)
-	state := func() links.State {
+	state := func() links.Reading {
 		t.Helper()
-		s, err := links.ReadState(r1, "eth1")
+		s, err := links.ReadLink(r1, "eth1")
 		if err != nil {
 			t.Fatal(err)
 		}

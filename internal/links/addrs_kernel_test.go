@@ -76,11 +76,11 @@ func TestKernelAddrsOfOneInterface(t *testing.T) {
 	}
 }
 
-// BenchmarkKernelReadStateWideNetns reads one interface's state in a
+// BenchmarkKernelReadLinkWideNetns reads one interface's state in a
 // namespace of n interfaces (veths) with an address each: with a kernel-filtered
 // address dump its cost does not grow with n (with AddrList(link) it did,
 // which made wiring a pod of N links O(N²)).
-func BenchmarkKernelReadStateWideNetns(b *testing.B) {
+func BenchmarkKernelReadLinkWideNetns(b *testing.B) {
 	for _, n := range []int{64, 1024, 4096} {
 		b.Run(fmt.Sprintf("interfaces=%d", n), func(b *testing.B) {
 			ns, err := OpenNetns(netnstest.New(b))
@@ -98,7 +98,7 @@ func BenchmarkKernelReadStateWideNetns(b *testing.B) {
 			ipBatch(b, ns, cmds...)
 			name := fmt.Sprintf("d%d", n/2)
 			for b.Loop() {
-				if _, err := ReadState(ns, name); err != nil {
+				if _, err := ReadLink(ns, name); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -1,6 +1,7 @@
 // Package links wires pods together in the kernel: veth pairs between pods
 // of one node, VXLAN ends towards other nodes or external VTEPs, macvlan ends
-// onto a node's NIC; and reads and changes their state, addresses and routes.
+// onto a node's NIC; and reads them (Reading) and changes their admin state,
+// addresses and routes.
 //
 // Every operation goes through a netlink socket bound to the namespace it
 // acts on (see Netns); no thread switches namespace. Links are made in one

@@ -83,9 +83,9 @@ func mustLinks(t *testing.T, ns *Netns, want ...string) {
 	}
 }
 
-func mustState(t *testing.T, ns *Netns, name string) State {
+func mustState(t *testing.T, ns *Netns, name string) Reading {
 	t.Helper()
-	s, err := ReadState(ns, name)
+	s, err := ReadLink(ns, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func index(t *testing.T, ns *Netns, name string) int {
 
 // waitCarrier polls because carrier changes are applied by the kernel's
 // link watch, not always within the netlink call that caused them.
-func waitCarrier(t *testing.T, ns *Netns, name string, want bool) State {
+func waitCarrier(t *testing.T, ns *Netns, name string, want bool) Reading {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Second)
 	for {

@@ -9,10 +9,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Interface is an interface's state with its index and its root qdisc.
+// Interface is an interface's reading with its index and its root qdisc.
 type Interface struct {
 	Index int
-	State
+	Reading
 	// RootQdisc is the kind of the root qdisc ("noqueue", "netem", ...);
 	// RootHandle is its handle, 0 for the kernel's default one. Package
 	// netem reads a netem root in full.
@@ -23,7 +23,7 @@ type Interface struct {
 // ReadAll reads the state of every interface in ns, keyed by name, with
 // three netlink dumps (links, addresses, qdiscs) whatever the number of
 // interfaces: what a metrics scrape or a listing of many links needs, where
-// ReadState costs two requests per interface.
+// ReadLink costs two requests per interface.
 func ReadAll(ns *Netns) (map[string]Interface, error) {
 	var (
 		byIndex map[int]string
@@ -34,19 +34,19 @@ func ReadAll(ns *Netns) (map[string]Interface, error) {
 		return nil, ns.eachLink(func(l netlink.Link) {
 			a := l.Attrs()
 			byIndex[a.Index] = a.Name
-			out[a.Name] = Interface{Index: a.Index, State: stateOf(l)}
+			out[a.Name] = Interface{Index: a.Index, Reading: readingOf(l)}
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read state: list links in netns %s: %w", ns.path, err)
+		return nil, fmt.Errorf("read interfaces: list links in netns %s: %w", ns.path, err)
 	}
 	addrs, err := retryDump(func() ([]netlink.Addr, error) { return ns.h.AddrList(nil, netlink.FAMILY_ALL) })
 	if err != nil {
-		return nil, fmt.Errorf("read state: list addresses in netns %s: %w", ns.path, err)
+		return nil, fmt.Errorf("read interfaces: list addresses in netns %s: %w", ns.path, err)
 	}
 	qdiscs, err := retryDump(func() ([]netlink.Qdisc, error) { return ns.h.QdiscList(nil) })
 	if err != nil {
-		return nil, fmt.Errorf("read state: list qdiscs in netns %s: %w", ns.path, err)
+		return nil, fmt.Errorf("read interfaces: list qdiscs in netns %s: %w", ns.path, err)
 	}
 	for _, ad := range addrs {
 		name, ok := byIndex[ad.LinkIndex]
@@ -128,13 +128,13 @@ func Read(ns *Netns, name string) (i Interface, ok bool, err error) {
 	}
 	addrs, err := ns.addrsOf(l.Attrs().Index, netlink.FAMILY_ALL)
 	if err != nil {
-		return Interface{}, false, fmt.Errorf("read state: list addresses of %s in netns %s: %w", name, ns.path, err)
+		return Interface{}, false, fmt.Errorf("read interfaces: list addresses of %s in netns %s: %w", name, ns.path, err)
 	}
 	qdiscs, err := retryDump(func() ([]netlink.Qdisc, error) { return ns.h.QdiscList(l) })
 	if err != nil {
-		return Interface{}, false, fmt.Errorf("read state: list qdiscs of %s in netns %s: %w", name, ns.path, err)
+		return Interface{}, false, fmt.Errorf("read interfaces: list qdiscs of %s in netns %s: %w", name, ns.path, err)
 	}
-	i = Interface{Index: l.Attrs().Index, State: stateOf(l)}
+	i = Interface{Index: l.Attrs().Index, Reading: readingOf(l)}
 	for _, ad := range addrs {
 		if p, ok := prefixOf(ad.IPNet); ok {
 			i.Addrs = append(i.Addrs, p)
@@ -148,11 +148,11 @@ func Read(ns *Netns, name string) (i Interface, ok bool, err error) {
 	return i, true, nil
 }
 
-// stateOf is what a link message says of an interface's state; addresses
+// readingOf is what a link message says of an interface's state; addresses
 // come from their own dump.
-func stateOf(l netlink.Link) State {
+func readingOf(l netlink.Link) Reading {
 	a := l.Attrs()
-	s := State{
+	s := Reading{
 		Kind:      l.Type(),
 		AdminUp:   a.Flags&net.FlagUp != 0,
 		Carrier:   a.RawFlags&unix.IFF_LOWER_UP != 0,

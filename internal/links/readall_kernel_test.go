@@ -13,7 +13,7 @@ import (
 )
 
 // TestKernelReadAll reads a namespace in one go: the same states as
-// ReadState per interface, with indexes and root qdiscs.
+// ReadLink per interface, with indexes and root qdiscs.
 func TestKernelReadAll(t *testing.T) {
 	v, a, _ := pairOfPods(t, 1400)
 	if _, err := EnsureVeth(v); err != nil {
@@ -40,11 +40,11 @@ func TestKernelReadAll(t *testing.T) {
 		want := mustState(t, a, name)
 		// Counters read first can only be behind (IPv6 MLD reports run on).
 		if got.Counters.TxPackets > want.Counters.TxPackets || (name == "eth1" && got.Counters.TxPackets == 0) {
-			t.Errorf("%s: tx packets %d, then %d from ReadState", name, got.Counters.TxPackets, want.Counters.TxPackets)
+			t.Errorf("%s: tx packets %d, then %d from ReadLink", name, got.Counters.TxPackets, want.Counters.TxPackets)
 		}
 		got.Counters, want.Counters = Counters{}, Counters{}
-		if !reflect.DeepEqual(got.State, want) {
-			t.Errorf("%s: ReadAll %+v, ReadState %+v", name, got.State, want)
+		if !reflect.DeepEqual(got.Reading, want) {
+			t.Errorf("%s: ReadAll %+v, ReadLink %+v", name, got.Reading, want)
 		}
 		if got.Index != index(t, a, name) {
 			t.Errorf("%s: index %d, want %d", name, got.Index, index(t, a, name))

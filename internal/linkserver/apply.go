@@ -162,7 +162,7 @@ func (s *Server) apply(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*me
 				failed = append(failed, status.FromContextError(err).Err())
 				break
 			}
-			c, err := s.convergeLink(n, st, p, pl, devs[pl.link.LocalIntf].State)
+			c, err := s.convergeLink(n, st, p, pl, devs[pl.link.LocalIntf].Reading)
 			changed = changed || c
 			if err == nil {
 				err = stateFailed[pl.link.LocalIntf]
@@ -329,7 +329,7 @@ func (s *Server) plan(v *violations, p podstore.Pod, req *meshnetv1.ApplyPodRequ
 // convergeLink brings one link to the MTU and netem its spec has (its admin
 // state is set for all links at once, by changeAdmins); fields the
 // kernel already has are not touched, so a repeated apply changes nothing.
-func (s *Server) convergeLink(n *podNetns, st *podRecord, p podstore.Pod, pl linkPlan, cur links.State) (bool, error) {
+func (s *Server) convergeLink(n *podNetns, st *podRecord, p podstore.Pod, pl linkPlan, cur links.Reading) (bool, error) {
 	intf := pl.link.LocalIntf
 	changed := false
 	if pl.spec.Mtu != nil && cur.MTU != int(pl.spec.GetMtu()) {

@@ -37,9 +37,9 @@ func twoPods(t *testing.T) (*linkservertest.Lab, *links.Netns, *links.Netns) {
 	return lab, lab.Pod(ns, "r1"), lab.Pod(ns, "r2")
 }
 
-func mustState(t *testing.T, n *links.Netns, intf string) links.State {
+func mustState(t *testing.T, n *links.Netns, intf string) links.Reading {
 	t.Helper()
-	s, err := links.ReadState(n, intf)
+	s, err := links.ReadLink(n, intf)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -725,7 +725,7 @@ func (s *Server) read(p podstore.Pod, only string, withRoutes bool) ([]*meshnetv
 			ls.LastError = joinMsg(ls.LastError, "interface missing from the pod's network namespace")
 			continue
 		}
-		fillKernel(ls, k.State)
+		fillKernel(ls, k.Reading)
 		if k.RootHandle == 0 {
 			ls.QdiscOwner, ls.QdiscKind = meshnetv1.QdiscOwner_QDISC_OWNER_NONE, k.RootQdisc
 			continue
@@ -815,7 +815,7 @@ func peerOf(p podstore.Pod, l podstore.Link) *meshnetv1.Peer {
 	}}}
 }
 
-func fillKernel(ls *meshnetv1.LinkStatus, k links.State) {
+func fillKernel(ls *meshnetv1.LinkStatus, k links.Reading) {
 	ls.AdminState = meshnetv1.LinkState_LINK_STATE_DOWN
 	if k.AdminUp {
 		ls.AdminState = meshnetv1.LinkState_LINK_STATE_UP

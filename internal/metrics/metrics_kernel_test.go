@@ -88,7 +88,7 @@ func TestKernelLinkMetrics(t *testing.T) {
 	r1eth1 := map[string]string{"namespace": "lab", "pod": "r1", "interface": "eth1", "peer": "r2", "uid": "4"}
 	r2eth1 := map[string]string{"namespace": "lab", "pod": "r2", "interface": "eth1", "peer": "r1", "uid": "4"}
 	tx := value(t, reg, "meshnet_link_tx_packets_total", r1eth1)
-	s, err := links.ReadState(r1, "eth1")
+	s, err := links.ReadLink(r1, "eth1")
 	if err != nil {
 		t.Fatal(err)
 	}

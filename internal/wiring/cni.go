@@ -401,7 +401,7 @@ func (s cniServer) CheckPod(ctx context.Context, req *meshnetv1.CheckPodRequest)
 	for _, l := range topo.Spec.Links {
 		r := byUID[l.UID]
 		res := &meshnetv1.LinkResult{Interface: l.LocalIntf, Uid: uint32(l.UID), Kind: r.Kind.Proto(), Peer: protoPeer(k.Namespace, l, "")}
-		st, err := links.ReadState(ns, l.LocalIntf)
+		st, err := links.ReadLink(ns, l.LocalIntf)
 		if err == nil {
 			if want := r.Kind.Kernel(); want != "" && st.Kind != want {
 				problems = append(problems, fmt.Sprintf("%s is a %s, want %s", l.LocalIntf, st.Kind, want))

@@ -104,7 +104,7 @@ func (s peerServer) CreateRemoteEnd(ctx context.Context, req *meshnetv1.CreateRe
 	}); err != nil {
 		return nil, status.Errorf(codes.Internal, "pod %s: %v", k, err)
 	}
-	st, err := links.ReadState(ns, l.LocalIntf)
+	st, err := links.ReadLink(ns, l.LocalIntf)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "pod %s: %v", k, err)
 	}
@@ -145,7 +145,7 @@ func (s peerServer) DeleteRemoteEnd(ctx context.Context, req *meshnetv1.DeleteRe
 }
 
 // linkStatus is an end as the kernel has it, in the API's terms.
-func (w *Wirer) linkStatus(k podstore.Key, l v1beta1.Link, kind v1beta1.LinkKind, st links.State, vni uint32, remote netip.Addr) *meshnetv1.LinkStatus {
+func (w *Wirer) linkStatus(k podstore.Key, l v1beta1.Link, kind v1beta1.LinkKind, st links.Reading, vni uint32, remote netip.Addr) *meshnetv1.LinkStatus {
 	ls := &meshnetv1.LinkStatus{
 		Pod:       &meshnetv1.PodRef{Namespace: k.Namespace, Name: k.Name},
 		Interface: l.LocalIntf,

@@ -72,7 +72,7 @@ func BenchmarkKernelAdminChangeWideNetns(b *testing.B) {
 				}
 				spent[i%2] += cpu1 - cpu0
 				if bad := slices.IndexFunc(names, func(name string) bool { return known[name].AdminUp != up }); bad >= 0 {
-					b.Fatalf("%s after the change: %+v", names[bad], known[names[bad]].State)
+					b.Fatalf("%s after the change: %+v", names[bad], known[names[bad]].Reading)
 				}
 				i++
 			}

@@ -12,47 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// State is an interface as the kernel reports it.
-type State struct {
-	Kind      string // "veth", "vxlan", "macvlan", ...
-	AdminUp   bool   // IFF_UP: what SetAdminUp/SetAdminDown set
-	Carrier   bool   // IFF_LOWER_UP: a veth loses it when either end is down
-	OperState string // RFC 2863 state: "up", "down", "lowerlayerdown", ...
-	MTU       int
-	Addrs     []netip.Prefix
-	Counters  Counters
-}
-
-// Counters are an interface's packet counters since it was made.
-type Counters struct {
-	RxBytes, TxBytes     uint64
-	RxPackets, TxPackets uint64
-	RxDropped, TxDropped uint64
-	RxErrors, TxErrors   uint64
-}
-
-// ReadState reads interface name in ns.
-func ReadState(ns *Netns, name string) (State, error) {
-	l, err := ns.linkByName(name)
-	if err != nil {
-		return State{}, err
-	}
-	if l == nil {
-		return State{}, fmt.Errorf("read state: no interface %s in netns %s", name, ns.path)
-	}
-	addrs, err := ns.addrsOf(l.Attrs().Index, netlink.FAMILY_ALL)
-	if err != nil {
-		return State{}, fmt.Errorf("read state: list addresses of %s in netns %s: %w", name, ns.path, err)
-	}
-	s := stateOf(l)
-	for _, ad := range addrs {
-		if p, ok := prefixOf(ad.IPNet); ok {
-			s.Addrs = append(s.Addrs, p)
-		}
-	}
-	return s, nil
-}
-
 // Saved is what the kernel forgets when an interface goes administratively
 // down: every IPv4 and IPv6 route through it, and its IPv6 addresses (with
 // the default net.ipv6.conf.*.keep_addr_on_down=0). IPv4 addresses stay.

@@ -1,0 +1,49 @@
+package links
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+)
+
+// Reading is an interface as the kernel reports it.
+type Reading struct {
+	Kind      string // "veth", "vxlan", "macvlan", ...
+	AdminUp   bool   // IFF_UP: what SetAdminUp/SetAdminDown set
+	Carrier   bool   // IFF_LOWER_UP: a veth loses it when either end is down
+	OperState string // RFC 2863 state: "up", "down", "lowerlayerdown", ...
+	MTU       int
+	Addrs     []netip.Prefix
+	Counters  Counters
+}
+
+// Counters are an interface's packet counters since it was made.
+type Counters struct {
+	RxBytes, TxBytes     uint64
+	RxPackets, TxPackets uint64
+	RxDropped, TxDropped uint64
+	RxErrors, TxErrors   uint64
+}
+
+// ReadLink reads interface name in ns.
+func ReadLink(ns *Netns, name string) (Reading, error) {
+	l, err := ns.linkByName(name)
+	if err != nil {
+		return Reading{}, err
+	}
+	if l == nil {
+		return Reading{}, fmt.Errorf("read interfaces: no interface %s in netns %s", name, ns.path)
+	}
+	addrs, err := ns.addrsOf(l.Attrs().Index, netlink.FAMILY_ALL)
+	if err != nil {
+		return Reading{}, fmt.Errorf("read interfaces: list addresses of %s in netns %s: %w", name, ns.path, err)
+	}
+	s := readingOf(l)
+	for _, ad := range addrs {
+		if p, ok := prefixOf(ad.IPNet); ok {
+			s.Addrs = append(s.Addrs, p)
+		}
+	}
+	return s, nil
+}
