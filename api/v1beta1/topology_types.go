@@ -69,7 +69,7 @@ const MaxLinksWithLinkLocal = 4096
 // addresses takes 0.5 MB, twice that with its managedFields (which name
 // every field of every link), and a status listing each link about 120
 // bytes a link, more with netem. So status.links lists every link while
-// the Topology with that list stays within MaxListingBytes of JSON (2,048
+// the Topology with that list stays within MaxListingBytes of JSON (1,024
 // links with addresses do, 4,096 do not); past that, only the links
 // not up as specified (not wired yet, failed, down, or without carrier)
 // and the physical ones (whose status says how to set up the device's
