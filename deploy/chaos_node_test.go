@@ -273,10 +273,10 @@ func killMeshnetd(t testing.TB, node *kubecluster.Node, window time.Duration) {
 // widePodsSurviveKills wires, edits and deletes two pods joined by n VXLAN
 // links across two nodes, killing a meshnetd at a random moment of each:
 // r1's node's while wiring, the far node's during the edit of every link,
-// r1's node's again during teardown. Each time the pods end up Ready with
+// r1's node's again during teardown (with swap, the other node each time). Each time the pods end up Ready with
 // every link as specified (the kernel read back, pings over a sample of
 // links), and teardown leaves nothing on either node.
-func widePodsSurviveKills(t testing.TB, c *kubecluster.Cluster, ns string, n int) (wire, edit, teardown time.Duration) {
+func widePodsSurviveKills(t testing.TB, c *kubecluster.Cluster, ns string, n int, swap bool) (wire, edit, teardown time.Duration) {
 	sandboxes := netnsFiles(t, c.Nodes()[0])
 	w := newWidePair(t, c, ns, n)
 	// Once r1's sandbox has its network namespace, its ADD is under way.
@@ -287,23 +287,29 @@ func widePodsSurviveKills(t testing.TB, c *kubecluster.Cluster, ns string, n int
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	killMeshnetd(t, w.nodes[0], 3*time.Second)
+	pod, far := w.nodes[0], w.nodes[1]
+	if swap {
+		pod, far = far, pod
+	}
+	killMeshnetd(t, pod, 3*time.Second)
 	wire = w.waitReady(t, 5*time.Minute, 0)
-	t.Logf("%d links: Ready %v after r1's node's meshnetd was killed while wiring", n, wire.Round(time.Second))
+	t.Logf("%d links: Ready %v after %s's meshnetd was killed while wiring", n, wire.Round(time.Second), pod.Name)
 
 	w.setMTU(t, 1400)
-	killMeshnetd(t, w.nodes[1], 2*time.Second)
+	killMeshnetd(t, far, 2*time.Second)
 	edit = w.waitReady(t, 5*time.Minute, 1400)
-	t.Logf("%d links: every link's mtu edited, Ready %v after the far node's meshnetd was killed during the edit", n, edit.Round(time.Second))
+	t.Logf("%d links: every link's mtu edited, Ready %v after %s's meshnetd was killed during the edit", n, edit.Round(time.Second), far.Name)
 
-	teardown = w.delete(t, 5*time.Minute, func() { killMeshnetd(t, w.nodes[0], 2*time.Second) })
-	t.Logf("%d links: namespace gone, nothing left on either node %v after its deletion (r1's node's meshnetd killed during it)", n, teardown.Round(time.Second))
+	teardown = w.delete(t, 5*time.Minute, func() { killMeshnetd(t, pod, 2*time.Second) })
+	t.Logf("%d links: namespace gone, nothing left on either node %v after its deletion (%s's meshnetd killed during it)", n, teardown.Round(time.Second), pod.Name)
 	return wire, edit, teardown
 }
 
 // BenchmarkNodeWidePodKills runs widePodsSurviveKills at 1,024 links and
 // reports how long each phase took to converge after its kill; -benchtime
-// 10x kills in each phase ten times. Each round after the first starts
+// 10x kills in each phase ten times, every other round on the other node
+// (r1's node while wiring and tearing down, r2's during the edit; then the
+// reverse), so that each phase sees kills of both. Each round after the first starts
 // with new meshnetd pods: the kubelet backs off restarting a container it
 // saw killed again and again (up to 5 minutes), as it would after repeated
 // OOM kills, and the fourth round's pod then found no meshnetd for its
@@ -319,7 +325,7 @@ func BenchmarkNodeWidePodKills(b *testing.B) {
 		if i > 0 {
 			freshMeshnetds(b, c)
 		}
-		wire, edit, teardown := widePodsSurviveKills(b, c, fmt.Sprintf("chaos-%d", i), 1024)
+		wire, edit, teardown := widePodsSurviveKills(b, c, fmt.Sprintf("chaos-%d", i), 1024, i%2 == 1)
 		b.ReportMetric(wire.Seconds(), "wire-s")
 		b.ReportMetric(edit.Seconds(), "edit-s")
 		b.ReportMetric(teardown.Seconds(), "teardown-s")

@@ -982,7 +982,7 @@ func TestNodeLinksThroughPodLifecycle(t *testing.T) {
 		ping(t, c, ns, "r2-0", "12.12.12.1")
 	})
 
-	t.Run("WidePodsSurviveMeshnetdKills", func(t *testing.T) { widePodsSurviveKills(t, c, "chaos", 1024) })
+	t.Run("WidePodsSurviveMeshnetdKills", func(t *testing.T) { widePodsSurviveKills(t, c, "chaos", 1024, false) })
 }
 
 // statefulSets is meshnet-cni's StatefulSet form (tests/2node-sts.yml
