@@ -55,7 +55,7 @@ generate: generate-crd generate-proto
 
 generate-crd:
 	$(CONTROLLER_GEN) object paths=./api/... crd:crdVersions=v1 output:crd:artifacts:config=deploy/crd
-	$(CONTROLLER_GEN) rbac:roleName=meshnet-controller paths=./internal/controller/... paths=./internal/relay/... paths=./internal/signer/... paths=./internal/pki/... output:rbac:artifacts:config=deploy/rbac/controller
+	$(CONTROLLER_GEN) rbac:roleName=meshnet-controller paths=./internal/meshnet-controller/controller/... paths=./internal/meshnet-controller/relay/... paths=./internal/meshnet-controller/signer/... paths=./internal/pki/... output:rbac:artifacts:config=deploy/rbac/controller
 
 generate-proto:
 	bash hack/gen-proto.sh

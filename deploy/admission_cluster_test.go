@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/controlplane/clustertest"
+	"github.com/meshnet/meshnet/internal/meshnet-lab/controlplane/clustertest"
 )
 
 // TestClusterHostLinksNeedConsent applies deploy/'s admission policy to a

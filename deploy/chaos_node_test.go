@@ -23,19 +23,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/kubecluster"
-	"github.com/meshnet/meshnet/internal/kubecluster/kubeclustertest"
-	"github.com/meshnet/meshnet/internal/proccpu"
+	"github.com/meshnet/meshnet/internal/meshnet-lab/kubecluster"
+	"github.com/meshnet/meshnet/internal/meshnet-lab/kubecluster/kubeclustertest"
+	"github.com/meshnet/meshnet/internal/meshnet-lab/proccpu"
 )
 
-// widePair is two pods, r1 on one node and r2 on the other, joined by n
-// VXLAN links: link i is interface e<i> at both ends, 10.200.0.0/16 cut
-// into /30s, r1 the first address of its /30 and r2 the second.
+// widePair is two pods, r1 and r2, joined by n links (VXLAN across two
+// nodes, veth when both are on one node): link i is interface e<i> at both
+// ends, 10.200.0.0/16 cut into /30s, r1 the first address of its /30 and
+// r2 the second.
 type widePair struct {
 	c      *kubecluster.Cluster
 	ns     string
 	n      int
-	nodes  [2]*kubecluster.Node // r1's and r2's
+	nodes  [2]*kubecluster.Node // r1's and r2's, the same node for veths
 	before [2][]string          // each node's VXLAN devices before the pair
 }
 
@@ -76,13 +77,12 @@ func vxlans(t testing.TB, node *kubecluster.Node) []string {
 	return names
 }
 
-// newWidePair applies the pair's Topologies and pods, the pods pinned to two
-// nodes, and returns at once.
-func newWidePair(t testing.TB, c *kubecluster.Cluster, ns string, n int) *widePair {
+// newWidePair applies the pair's Topologies and pods, r1 pinned to
+// nodes[0] and r2 to nodes[1], and returns at once.
+func newWidePair(t testing.TB, c *kubecluster.Cluster, ns string, n int, nodes [2]*kubecluster.Node) *widePair {
 	t.Helper()
 	ctx := context.Background()
-	nodes := c.Nodes()
-	w := &widePair{c: c, ns: ns, n: n, nodes: [2]*kubecluster.Node{nodes[0], nodes[1]}}
+	w := &widePair{c: c, ns: ns, n: n, nodes: nodes}
 	for i, node := range w.nodes {
 		w.before[i] = vxlans(t, node)
 	}
@@ -278,15 +278,8 @@ func killMeshnetd(t testing.TB, node *kubecluster.Node, window time.Duration) {
 // links), and teardown leaves nothing on either node.
 func widePodsSurviveKills(t testing.TB, c *kubecluster.Cluster, ns string, n int, swap bool) (wire, edit, teardown time.Duration) {
 	sandboxes := netnsFiles(t, c.Nodes()[0])
-	w := newWidePair(t, c, ns, n)
-	// Once r1's sandbox has its network namespace, its ADD is under way.
-	deadline := time.Now().Add(2 * time.Minute)
-	for len(netnsFiles(t, w.nodes[0])) <= len(sandboxes) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no sandbox of r1 on %s within 2 minutes", w.nodes[0].Name)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	w := newWidePair(t, c, ns, n, [2]*kubecluster.Node{c.Nodes()[0], c.Nodes()[1]})
+	waitSandbox(t, w.nodes[0], sandboxes)
 	pod, far := w.nodes[0], w.nodes[1]
 	if swap {
 		pod, far = far, pod
@@ -345,56 +338,205 @@ func freshMeshnetds(t testing.TB, c *kubecluster.Cluster) {
 	}
 }
 
-// BenchmarkNodeWidePods applies two pods joined by 4,096 VXLAN links
-// across two nodes (with IPv6 link-local addresses, the most the CRD admits
-// with them), and by 10,000 (without), as users apply them, and reports
-// the time from the apply until both statuses are Ready and the kernels
-// hold every link (pings over a sample), the time from the namespace's
-// deletion until nothing is left on either node, each node's meshnetd's
-// peak memory (VmHWM) and processor time, and its restarts (none expected).
+// BenchmarkNodeWidePods applies two pods joined by 4,096 links (with IPv6
+// link-local addresses, the most the CRD admits with them) and by 10,000
+// (without), as users apply them, across two nodes (VXLAN) and on one node
+// (veth). It reports the time from the apply until both statuses are Ready
+// and the kernels hold every link (pings over a sample), the time from the
+// namespace's deletion until nothing is left, each meshnetd's peak memory
+// (VmHWM) and processor time, and its restarts (none expected). Meanwhile,
+// once the wiring is under way and again once the teardown is, it starts a
+// pod with 2 links on r1's node and reports how long that pod took to run
+// with its links: one big pod must never hold up a node's other pods.
 func BenchmarkNodeWidePods(b *testing.B) {
 	ctx := context.Background()
 	c := kubeclustertest.New(b, 2)
 	if err := c.Install(ctx, overlay); err != nil {
 		b.Fatalf("install meshnet: %v", err)
 	}
-	for _, n := range []int{4096, 10000} {
-		b.Run(fmt.Sprintf("links=%d", n), func(b *testing.B) {
-			for i := range b.N {
-				type daemon struct {
-					pid      int
-					pod      daemonPod
-					cpu      time.Duration
-					nodeName string
+	nodes := c.Nodes()
+	layouts := []struct {
+		name  string
+		nodes [2]*kubecluster.Node
+	}{
+		{"nodes=2", [2]*kubecluster.Node{nodes[0], nodes[1]}},
+		{"nodes=1", [2]*kubecluster.Node{nodes[0], nodes[0]}},
+	}
+	for _, layout := range layouts {
+		for _, n := range []int{4096, 10000} {
+			b.Run(fmt.Sprintf("%s/links=%d", layout.name, n), func(b *testing.B) {
+				for i := range b.N {
+					widePods(b, c, fmt.Sprintf("wide-%s-%d-%d", strings.TrimPrefix(layout.name, "nodes="), n, i), n, layout.nodes)
 				}
-				var ds []daemon
-				for _, node := range c.Nodes()[:2] {
-					pid := meshnetdPID(b, node.Name)
-					cpu, err := proccpu.Of(pid)
-					if err != nil {
-						b.Fatal(err)
-					}
-					ds = append(ds, daemon{pid: pid, pod: meshnetdOn(b, c, node.Name), cpu: cpu, nodeName: node.Name})
-				}
-				w := newWidePair(b, c, fmt.Sprintf("wide-%d-%d", n, i), n)
-				wire := w.waitReady(b, 10*time.Minute, 0)
-				b.Logf("%d links: both pods Ready with every link %v after the apply", n, wire.Round(time.Second))
-				teardown := w.delete(b, 10*time.Minute, func() {})
-				b.Logf("%d links: nothing left on either node %v after the namespace's deletion", n, teardown.Round(time.Second))
-				b.ReportMetric(wire.Seconds(), "wire-s")
-				b.ReportMetric(teardown.Seconds(), "teardown-s")
-				for j, d := range ds {
-					cpu, err := proccpu.Of(d.pid)
-					if err != nil {
-						b.Fatalf("%s's meshnetd (pid %d) is gone: %v", d.nodeName, d.pid, err)
-					}
-					if now := meshnetdOn(b, c, d.nodeName); now.uid != d.pod.uid || now.restarts != d.pod.restarts {
-						b.Errorf("%s's meshnetd restarted (restarts %d -> %d)", d.nodeName, d.pod.restarts, now.restarts)
-					}
-					b.ReportMetric(float64(vmHWM(b, d.pid))/1024, fmt.Sprintf("node%d-peak-MiB", j+1))
-					b.ReportMetric((cpu - d.cpu).Seconds(), fmt.Sprintf("node%d-CPU-s", j+1))
-				}
-			}
-		})
+			})
+		}
+	}
+}
+
+// widePods is one round of BenchmarkNodeWidePods.
+func widePods(b *testing.B, c *kubecluster.Cluster, ns string, n int, nodes [2]*kubecluster.Node) {
+	type daemon struct {
+		pid  int
+		pod  daemonPod
+		cpu  time.Duration
+		node string
+	}
+	var ds []daemon
+	for _, node := range slices.Compact([]string{nodes[0].Name, nodes[1].Name}) {
+		pid := meshnetdPID(b, node)
+		cpu, err := proccpu.Of(pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ds = append(ds, daemon{pid: pid, pod: meshnetdOn(b, c, node), cpu: cpu, node: node})
+	}
+	small := newSmallPair(b, c, ns+"-beside", nodes[0])
+	sandboxes := netnsFiles(b, nodes[0])
+	w := newWidePair(b, c, ns, n, nodes)
+	waitSandbox(b, nodes[0], sandboxes)
+	time.Sleep(2 * time.Second) // into the wiring of r1's links
+	besideWire := small.run(b)
+	wire := w.waitReady(b, 10*time.Minute, 0)
+	b.Logf("%d links: both pods Ready with every link %v after the apply", n, wire.Round(time.Second))
+	small.stop(b)
+	teardown := w.delete(b, 10*time.Minute, func() {
+		time.Sleep(2 * time.Second) // into the teardown
+		small.run(b)
+	})
+	b.Logf("%d links: nothing left %v after the namespace's deletion", n, teardown.Round(time.Second))
+	besideTeardown := small.took
+	small.stop(b)
+	b.ReportMetric(wire.Seconds(), "wire-s")
+	b.ReportMetric(teardown.Seconds(), "teardown-s")
+	b.ReportMetric(besideWire.Seconds(), "beside-wire-s")
+	b.ReportMetric(besideTeardown.Seconds(), "beside-teardown-s")
+	for j, d := range ds {
+		cpu, err := proccpu.Of(d.pid)
+		if err != nil {
+			b.Fatalf("%s's meshnetd (pid %d) is gone: %v", d.node, d.pid, err)
+		}
+		if now := meshnetdOn(b, c, d.node); now.uid != d.pod.uid || now.restarts != d.pod.restarts {
+			b.Errorf("%s's meshnetd restarted (restarts %d -> %d)", d.node, d.pod.restarts, now.restarts)
+		}
+		b.ReportMetric(float64(vmHWM(b, d.pid))/1024, fmt.Sprintf("node%d-peak-MiB", j+1))
+		b.ReportMetric((cpu - d.cpu).Seconds(), fmt.Sprintf("node%d-CPU-s", j+1))
+	}
+	if err := c.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: small.ns}}); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// waitSandbox waits until node has a sandbox's network namespace beyond
+// those in before: the pod's CNI ADD is under way.
+func waitSandbox(t testing.TB, node *kubecluster.Node, before []string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	// Not a count: a sandbox of an earlier round may be going meanwhile.
+	for !slices.ContainsFunc(netnsFiles(t, node), func(f string) bool { return !slices.Contains(before, f) }) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no new sandbox on %s within 2 minutes", node.Name)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// smallPair is two pods on one node joined by two veth links: s2 runs
+// throughout, s1 is started beside other work and timed.
+type smallPair struct {
+	c    *kubecluster.Cluster
+	ns   string
+	node *kubecluster.Node
+	took time.Duration // s1's last run: from its creation until it ran with its links
+}
+
+// newSmallPair applies the pair's Topologies and s2, and waits until s2 runs.
+func newSmallPair(t testing.TB, c *kubecluster.Cluster, ns string, node *kubecluster.Node) *smallPair {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.Namespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	for _, topo := range []*v1beta1.Topology{smallTopology(ns, "s1", "s2", 1), smallTopology(ns, "s2", "s1", 2)} {
+		if err := c.Client.Create(ctx, topo); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &smallPair{c: c, ns: ns, node: node}
+	if err := c.Client.Create(ctx, s.pod("s2")); err != nil {
+		t.Fatal(err)
+	}
+	waitRunning(t, c, ns, "s2")
+	return s
+}
+
+func smallTopology(ns, name, peer string, host int) *v1beta1.Topology {
+	t := &v1beta1.Topology{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	for i := range 2 {
+		intf := fmt.Sprintf("eth%d", i+1)
+		t.Spec.Links = append(t.Spec.Links, v1beta1.Link{UID: i + 1, PeerPod: peer, LocalIntf: intf, PeerIntf: intf,
+			LocalIP: fmt.Sprintf("10.201.%d.%d/24", i, host), PeerIP: fmt.Sprintf("10.201.%d.%d/24", i, 3-host)})
+	}
+	return t
+}
+
+func (s *smallPair) pod(name string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name},
+		Spec: corev1.PodSpec{
+			NodeName:                      s.node.Name,
+			TerminationGracePeriodSeconds: ptr.To[int64](0),
+			Containers: []corev1.Container{{Name: "pod", Image: "alpine",
+				Command: []string{"/bin/sh", "-c", "sleep 2000000000000"}}},
+		},
+	}
+}
+
+// run creates s1, waits until its container runs (its sandbox's CNI ADD,
+// and so its links, done), checks its links in its kernel and pings s2 over
+// both, and returns how long it took to run.
+func (s *smallPair) run(t testing.TB) time.Duration {
+	t.Helper()
+	ctx := context.Background()
+	start := time.Now()
+	if err := s.c.Client.Create(ctx, s.pod("s1")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := start.Add(5 * time.Minute)
+	for {
+		var p corev1.Pod
+		err := s.c.Client.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: "s1"}, &p)
+		if err == nil && p.Status.Phase == corev1.PodRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod %s/s1 not running within 5 minutes: %v %+v", s.ns, err, p.Status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.took = time.Since(start)
+	t.Logf("the 2-link pod beside the wide pods ran %v after its creation", s.took.Round(10*time.Millisecond))
+	for i := range 2 {
+		ping(t, s.c, s.ns, "s1", fmt.Sprintf("10.201.%d.2", i))
+	}
+	return s.took
+}
+
+// stop deletes s1 and waits until it is gone.
+func (s *smallPair) stop(t testing.TB) {
+	t.Helper()
+	ctx := context.Background()
+	if err := s.c.Client.Delete(ctx, s.pod("s1")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		err := s.c.Client.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: "s1"}, &corev1.Pod{})
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod %s/s1 not gone within 5 minutes: %v", s.ns, err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

@@ -28,10 +28,10 @@ import (
 
 	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/cniconf"
-	"github.com/meshnet/meshnet/internal/kubecluster"
-	"github.com/meshnet/meshnet/internal/kubecluster/kubeclustertest"
-	"github.com/meshnet/meshnet/internal/meshnetctl"
-	"github.com/meshnet/meshnet/internal/relay/relayapi"
+	"github.com/meshnet/meshnet/internal/kubectl-meshnet/meshnetctl"
+	"github.com/meshnet/meshnet/internal/meshnet-lab/kubecluster"
+	"github.com/meshnet/meshnet/internal/meshnet-lab/kubecluster/kubeclustertest"
+	"github.com/meshnet/meshnet/internal/relayapi"
 )
 
 // overlay is how this cluster installs meshnet: the kind overlay (a

@@ -28,13 +28,13 @@ import (
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/daemon/daemontest"
 	"github.com/meshnet/meshnet/internal/daemonclient"
-	"github.com/meshnet/meshnet/internal/kubecluster"
-	"github.com/meshnet/meshnet/internal/kubecluster/kubeclustertest"
-	"github.com/meshnet/meshnet/internal/links"
-	"github.com/meshnet/meshnet/internal/meshnetctl"
-	"github.com/meshnet/meshnet/internal/proccpu"
+	"github.com/meshnet/meshnet/internal/kubectl-meshnet/meshnetctl"
+	"github.com/meshnet/meshnet/internal/meshnet-lab/kubecluster"
+	"github.com/meshnet/meshnet/internal/meshnet-lab/kubecluster/kubeclustertest"
+	"github.com/meshnet/meshnet/internal/meshnet-lab/proccpu"
+	"github.com/meshnet/meshnet/internal/meshnetd/daemon/daemontest"
+	"github.com/meshnet/meshnet/internal/meshnetd/links"
 )
 
 // nodeFlood is what floodOnOneNode and BenchmarkNodeFlood measure: while

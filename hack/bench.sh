@@ -15,15 +15,15 @@ go test -tags cluster -run '^$' -bench '^BenchmarkCluster' -benchtime 6x ./...
 echo "=== kernel benchmarks"
 kbench() { go test -tags kernel -run '^$' -bench "$1" -benchtime "$2" "${@:3}"; }
 # Each iteration of these is already many operations: they report p50/p99.
-kbench '^BenchmarkKernelAdd$' 100x ./internal/wiring
-kbench '^BenchmarkKernelWire100Pods$' 3x ./internal/wiring
-kbench '^BenchmarkKernelEditToKernel$' 1x ./internal/controller
-kbench '^BenchmarkKernelRuntimeChangeToStatus$' 1x ./internal/controller
-kbench '^BenchmarkKernelBatch1000Links$' 4x -timeout 30m ./internal/controller
-kbench '^BenchmarkKernelEditLinks$' 4x -timeout 60m ./internal/controller
-kbench '^BenchmarkKernel(ListLinks|Scrape)1000' 1s -p 1 ./internal/linkserver ./internal/metrics
-kbench '^BenchmarkKernelReadStateWideNetns$' 200x ./internal/links
-kbench '^BenchmarkKernelCaptureVXLAN$' 3x ./internal/capture
+kbench '^BenchmarkKernelAdd$' 100x ./internal/meshnetd/wiring
+kbench '^BenchmarkKernelWire100Pods$' 3x ./internal/meshnetd/wiring
+kbench '^BenchmarkKernelEditToKernel$' 1x ./internal/meshnet-controller/controller
+kbench '^BenchmarkKernelRuntimeChangeToStatus$' 1x ./internal/meshnet-controller/controller
+kbench '^BenchmarkKernelBatch1000Links$' 4x -timeout 30m ./internal/meshnet-controller/controller
+kbench '^BenchmarkKernelEditLinks$' 4x -timeout 60m ./internal/meshnet-controller/controller
+kbench '^BenchmarkKernel(ListLinks|Scrape)1000' 1s -p 1 ./internal/meshnetd/linkserver ./internal/meshnetd/metrics
+kbench '^BenchmarkKernelReadStateWideNetns$' 200x ./internal/meshnetd/links
+kbench '^BenchmarkKernelCaptureVXLAN$' 3x ./internal/meshnetd/capture
 echo "=== vm benchmarks"
 go tool -modfile=tools/go.mod gotestsum --format standard-verbose --raw-command -- \
 	go run ./hack/vmtest -tags vm ./... -test.run='^$' -test.bench=BenchmarkVM -test.benchmem

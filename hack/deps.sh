@@ -19,10 +19,10 @@ packages=(
 	curl           # REST calls in kernel-tier tests
 	util-linux     # nsenter
 	prometheus     # real PromQL checks of examples/grafana's dashboard (binary only, no service)
-	chromium       # the topology page's test in a real browser (headless; internal/labctl)
-	tshark         # decodes link captures in kernel-tier tests (internal/capture, internal/gateway)
+	chromium       # the topology page's test in a real browser (headless; internal/meshnet-lab/labctl)
+	tshark         # decodes link captures in kernel-tier tests (internal/meshnetd/capture, internal/meshnetd/gateway)
 	iperf3         # load for the capture benchmark (make bench)
-	# node tier and make lab: real nodes (internal/kubecluster)
+	# node tier and make lab: real nodes (internal/meshnet-lab/kubecluster)
 	containerd # each node's container runtime (1.6, CRI v1), with containerd-shim-runc-v2
 	runc       # its OCI runtime
 	iptables   # the bridge CNI's masquerade and kube-proxy's Services, inside each node
@@ -43,8 +43,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # The lab's FRR router and Linux host images (node tier, make lab, and their
-# kernel-tier tests in internal/images) are cut from Debian packages that
-# internal/images/debian fetches when it needs them: apt-get download at a
+# kernel-tier tests in internal/meshnet-lab/images) are cut from Debian packages that
+# internal/meshnet-lab/images/debian fetches when it needs them: apt-get download at a
 # pinned or current version, dpkg -x, never installed; cached by version in
 # $MESHNET_CACHE/debian (apt-get update first on a machine without package
 # lists). Nothing to install for them here.

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/controlplane/clustertest"
+	"github.com/meshnet/meshnet/internal/meshnet-lab/controlplane/clustertest"
 )
 
 // upstreamTopology is a manifest written for meshnet-cni, original fields only.

@@ -8,7 +8,7 @@ import (
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/meshnet/meshnet/internal/meshnetctl"
+	"github.com/meshnet/meshnet/internal/kubectl-meshnet/meshnetctl"
 )
 
 func main() {

@@ -27,12 +27,12 @@ import (
 
 	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/auth"
-	"github.com/meshnet/meshnet/internal/controller"
 	"github.com/meshnet/meshnet/internal/daemonclient"
+	"github.com/meshnet/meshnet/internal/meshnet-controller/controller"
+	"github.com/meshnet/meshnet/internal/meshnet-controller/relay"
+	"github.com/meshnet/meshnet/internal/meshnet-controller/signer"
 	"github.com/meshnet/meshnet/internal/partition"
 	"github.com/meshnet/meshnet/internal/pki"
-	"github.com/meshnet/meshnet/internal/relay"
-	"github.com/meshnet/meshnet/internal/signer"
 )
 
 func main() {

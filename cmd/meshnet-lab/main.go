@@ -23,7 +23,7 @@ import (
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/meshnet/meshnet/internal/labctl"
+	"github.com/meshnet/meshnet/internal/meshnet-lab/labctl"
 	"github.com/meshnet/meshnet/internal/topofile"
 )
 

@@ -17,7 +17,7 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/meshnet/meshnet/internal/daemon"
+	"github.com/meshnet/meshnet/internal/meshnetd/daemon"
 )
 
 func main() {

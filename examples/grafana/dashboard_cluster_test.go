@@ -15,7 +15,7 @@ import (
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/dataserver/dataservertest"
+	"github.com/meshnet/meshnet/internal/meshnetd/dataserver/dataservertest"
 	"github.com/meshnet/meshnet/internal/topograph/topographtest"
 )
 

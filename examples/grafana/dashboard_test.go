@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
-	"github.com/meshnet/meshnet/internal/metrics"
+	"github.com/meshnet/meshnet/internal/meshnetd/metrics"
 )
 
 // dashboard is the part of Grafana's dashboard model the tests read. Every

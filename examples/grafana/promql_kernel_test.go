@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshnet/meshnet/internal/links/netnstest"
-	"github.com/meshnet/meshnet/internal/linkserver/linkservertest"
+	"github.com/meshnet/meshnet/internal/meshnetd/links/netnstest"
+	"github.com/meshnet/meshnet/internal/meshnetd/linkserver/linkservertest"
 )
 
 // prometheusBinary is Debian's prometheus (hack/deps.sh), or

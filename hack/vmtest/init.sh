@@ -52,7 +52,7 @@ if [ -f /tests/disk ]; then
 	fi
 	export PATH="$PATH:/opt/disk/bin"
 fi
-# The lab's programs (internal/lab/labnet), prebuilt: the VM has no Go.
+# The lab's programs (internal/meshnet-lab/lab/labnet), prebuilt: the VM has no Go.
 [ -d /lab ] && export MESHNET_LAB_BIN=/lab
 
 # vmtest -lab: the lab of /tests/lab.yml instead of tests, and a shell on

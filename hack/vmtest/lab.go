@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 )
 
-// labPackages are the programs internal/lab/labnet runs, and meshnet-lab for
+// labPackages are the programs internal/meshnet-lab/lab/labnet runs, and meshnet-lab for
 // vmtest -lab; go build names each binary after its package, as
 // labnet.PrebuiltEnv expects.
 var labPackages = []string{

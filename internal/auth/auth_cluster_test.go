@@ -25,7 +25,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
-	"github.com/meshnet/meshnet/internal/controlplane/clustertest"
+	"github.com/meshnet/meshnet/internal/meshnet-lab/controlplane/clustertest"
 )
 
 // TestClusterInterceptorChecksTokensAndRBAC serves the health service behind

@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/meshnet/meshnet/internal/controlplane/clustertest"
+	"github.com/meshnet/meshnet/internal/meshnet-lab/controlplane/clustertest"
 )
 
 // TestClusterDecisionsHoldForTheTTL revokes a permission: a checker that

@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
-	"github.com/meshnet/meshnet/internal/controlplane/clustertest"
+	"github.com/meshnet/meshnet/internal/meshnet-lab/controlplane/clustertest"
 )
 
 // TestClusterDaemonForPastAThousandNodes spreads 1,200 daemons over slices of

@@ -1,5 +1,5 @@
-// Package restapi holds what meshnetd's REST API (internal/gateway) and the
-// controller's aggregated API (internal/relay) say alike: the JSON
+// Package restapi holds what meshnetd's REST API (internal/meshnetd/gateway) and the
+// controller's aggregated API (internal/meshnet-controller/relay) say alike: the JSON
 // marshaler, the refusal of unknown query parameters, a capture's
 // parameters and its pcapng stream, and the paths they serve.
 package restapi

@@ -18,10 +18,10 @@ import (
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/controlplane/clustertest"
-	"github.com/meshnet/meshnet/internal/linkserver/linkservertest"
+	"github.com/meshnet/meshnet/internal/meshnet-lab/controlplane/clustertest"
+	"github.com/meshnet/meshnet/internal/meshnetd/linkserver/linkservertest"
+	"github.com/meshnet/meshnet/internal/meshnetd/podstore"
 	"github.com/meshnet/meshnet/internal/netemconv"
-	"github.com/meshnet/meshnet/internal/podstore"
 )
 
 // agreementCase is one link of r1 to r2: its netem block (JSON), MTU and

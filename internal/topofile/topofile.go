@@ -18,7 +18,7 @@
 // A link's uid is its index in links, as k8s-topo numbers them.
 //
 // Its link rules are meshnet's one source for a file's links: a converter
-// of another format (internal/clabfile, containerlab's) checks the links it
+// of another format (internal/kubectl-meshnet/clabfile, containerlab's) checks the links it
 // makes with NewFile, and converts them with Topologies.
 package topofile
 

@@ -94,7 +94,7 @@ type LinkServiceClient interface {
 	// needs the right to change the link: patch on the pod's Topology. Over
 	// REST (?max_packets=N&duration=5s&snap_length=128) the body is the
 	// pcapng stream itself, application/x-pcapng: meshnetd's gateway serves
-	// this path with a handler of its own (internal/gateway), not with
+	// this path with a handler of its own (internal/meshnetd/gateway), not with
 	// grpc-gateway's, which would put a newline between the pieces.
 	CaptureLink(ctx context.Context, in *CaptureLinkRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CaptureLinkResponse], error)
 }
@@ -279,7 +279,7 @@ type LinkServiceServer interface {
 	// needs the right to change the link: patch on the pod's Topology. Over
 	// REST (?max_packets=N&duration=5s&snap_length=128) the body is the
 	// pcapng stream itself, application/x-pcapng: meshnetd's gateway serves
-	// this path with a handler of its own (internal/gateway), not with
+	// this path with a handler of its own (internal/meshnetd/gateway), not with
 	// grpc-gateway's, which would put a newline between the pieces.
 	CaptureLink(*CaptureLinkRequest, grpc.ServerStreamingServer[CaptureLinkResponse]) error
 	mustEmbedUnimplementedLinkServiceServer()

@@ -1,0 +1,501 @@
+// Package controller is meshnet-controller's reconciler: for each Topology it
+// computes the pod's desired runtime state, sends it with ApplyPod to the
+// meshnetd on the pod's node, and writes what the kernel has back into the
+// status.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/daemonclient"
+	"github.com/meshnet/meshnet/internal/partition"
+)
+
+// FieldOwner is the server-side-apply manager of the status fields the
+// controller writes. meshnetd owns meshnet-cni's fields (src_ip, net_ns,
+// container_id, skipped).
+const FieldOwner = "meshnet-controller"
+
+// maxRetryDelay caps the backoff of a failing Topology. The default cap
+// (1000s) would leave a pod unconverged for minutes after its daemon came
+// back from a crash during a burst of edits: each failed pass doubles the
+// delay, and once the edits stop only the retry is left.
+const maxRetryDelay = 10 * time.Second
+
+// statusWriteTimeout bounds one status write: half the API server's own
+// request timeout (60s).
+const statusWriteTimeout = 30 * time.Second
+
+// nodeField indexes Topologies by the node of their pod.
+const nodeField = "status.node"
+
+// +kubebuilder:rbac:groups=networkop.co.uk,resources=topologies,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=networkop.co.uk,resources=topologies/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",namespace=meshnet,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=meshnet,resources=leases,verbs=get;list;watch;create;update;patch;delete
+
+// Reconciler converges Topologies. Its patch on topologies is what meshnetd
+// demands of ApplyPod's caller (internal/meshnetd/linkserver); core events in meshnet
+// are leader election's.
+type Reconciler struct {
+	Client   client.Client
+	Daemons  *partition.Resolver
+	Pool     *daemonclient.Pool
+	Recorder events.EventRecorder
+	// Resync is how often a converged Topology is re-applied, which corrects
+	// drift in the kernel and re-applies state after a daemon lost it.
+	Resync time.Duration
+	// CallTimeout bounds one ApplyPod, with PerLinkCallTimeout more for
+	// each link of the pod.
+	CallTimeout time.Duration
+	// stale carries peers whose status a pass made stale (refreshPeers).
+	stale chan event.GenericEvent
+	// kernel is the nodes' link watches; ctx, SetupWithManager's, bounds
+	// them.
+	kernel *kernel
+	ctx    context.Context
+	// written is what the last status writes said.
+	written writtenStatuses
+	// Workers is how many Topologies are reconciled at once (one Topology
+	// is never reconciled twice at once). A pass mostly waits, on ApplyPod
+	// and on the status write, so a batch of edits over many pods converges
+	// only as fast as enough of them are in flight.
+	Workers int
+}
+
+// SetupWithManager registers the reconciler and its watches: Topologies,
+// their Pods, and the daemon's EndpointSlices (a daemon that comes back gets
+// its pods' state re-applied).
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if err := partition.IndexEndpointSlices(ctx, mgr.GetFieldIndexer()); err != nil {
+		return fmt.Errorf("index endpointslices: %w", err)
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1beta1.Topology{}, nodeField, func(o client.Object) []string {
+		if n := o.(*v1beta1.Topology).Status.Node; n != "" {
+			return []string{n}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index topologies by node: %w", err)
+	}
+	daemonSlices := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetNamespace() == r.Daemons.Namespace && o.GetLabels()[discoveryv1.LabelServiceName] == r.Daemons.Service
+	})
+	r.stale = make(chan event.GenericEvent, 1024)
+	changed := make(chan event.GenericEvent, 4096)
+	r.ctx, r.kernel = ctx, newKernel(r.Daemons, r.Pool, changed)
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("topology").
+		WithOptions(crcontroller.Options{
+			MaxConcurrentReconciles: r.Workers,
+			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxRetryDelay),
+		}).
+		// Status writes (the controller's own, meshnetd's at CNI ADD) do
+		// not change what to apply: reconciling on them would send every
+		// edit to the daemon twice.
+		For(&v1beta1.Topology{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1beta1.Topology{}, r.peersOfChangedStates(), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Channel(r.stale, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(changed, &handler.EnqueueRequestForObject{})).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
+		})).
+		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.topologiesOnSliceNodes), builder.WithPredicates(daemonSlices)).
+		Complete(r)
+}
+
+// topologiesOnSliceNodes maps a daemon EndpointSlice to the Topologies on
+// the nodes it serves.
+func (r *Reconciler) topologiesOnSliceNodes(ctx context.Context, o client.Object) []reconcile.Request {
+	var reqs []reconcile.Request
+	for _, ep := range o.(*discoveryv1.EndpointSlice).Endpoints {
+		if ep.NodeName == nil {
+			continue
+		}
+		var topos v1beta1.TopologyList
+		if err := r.Client.List(ctx, &topos, client.MatchingFields{nodeField: *ep.NodeName}); err != nil {
+			log.FromContext(ctx).Error(err, "list topologies on node", "node", *ep.NodeName)
+			continue
+		}
+		for _, t := range topos.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&t)})
+		}
+	}
+	return reqs
+}
+
+// Reconcile converges one Topology.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	logger := log.FromContext(ctx).WithValues("pod", req.NamespacedName.String())
+	topo := &v1beta1.Topology{}
+	if err := r.Client.Get(ctx, req.NamespacedName, topo); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.written.forget(req.NamespacedName)
+			r.kernel.unapplied(req.NamespacedName)
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	pod := &corev1.Pod{}
+	if err := r.Client.Get(ctx, req.NamespacedName, pod); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, err
+		}
+		pod = nil
+	}
+	if pod == nil || pod.Spec.NodeName == "" {
+		return reconcile.Result{}, r.writeStatus(ctx, topo,
+			failedStatus(topo, "", false, v1beta1.ReasonPodNotScheduled, "pod "+req.Name+" is not scheduled on a node yet"))
+	}
+	node := pod.Spec.NodeName
+	logger = logger.WithValues("node", node)
+
+	peers, err := r.peerTopologies(ctx, topo)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	d, err := desiredState(topo, pod, peers)
+	if err != nil {
+		r.Recorder.Eventf(topo, nil, corev1.EventTypeWarning, v1beta1.ReasonInvalidSpec, "Apply", "%v", err)
+		return reconcile.Result{}, r.writeStatus(ctx, topo, failedStatus(topo, node, true, v1beta1.ReasonInvalidSpec, err.Error()))
+	}
+	r.kernel.follow(r.ctx, node)
+	key := req.NamespacedName
+	if a, ok := r.kernel.current(node, key, d.request, r.Resync); ok {
+		// Applied already: only the kernel (or the status) changed.
+		kl, _ := r.kernel.links(node, key)
+		return requeueAfter(r.Resync-time.Since(a.at), r.writeStatus(ctx, topo, convergedStatus(topo, pod, d, kl, a.results)))
+	}
+	r.kernel.unapplied(key)
+	addr, err := r.Daemons.DaemonFor(ctx, node)
+	if err != nil {
+		return r.fail(ctx, topo, node, v1beta1.ReasonDaemonUnavailable, err)
+	}
+	conn, err := r.Pool.Conn(addr)
+	if err != nil {
+		return r.fail(ctx, topo, node, v1beta1.ReasonDaemonUnavailable, err)
+	}
+	// Sized to the work: a pod of thousands of links takes longer than
+	// one of two, and a deadline it cannot meet would have every retry
+	// cancelled half way.
+	callCtx, cancel := context.WithTimeout(ctx, r.CallTimeout+time.Duration(len(d.request.Links))*PerLinkCallTimeout)
+	defer cancel()
+	resp, err := meshnetv1.NewLinkServiceClient(conn).ApplyPod(callCtx, d.request)
+	r.refreshPeers(topo, peers, farEndsSet(resp, err))
+	switch status.Code(err) {
+	case codes.OK:
+	case codes.Aborted:
+		// A newer generation was applied already; its reconcile writes status.
+		return reconcile.Result{}, nil
+	case codes.Unavailable:
+		// The daemon may be back already (a restart): reconnect at the next
+		// pass rather than after gRPC's growing reconnect backoff.
+		conn.ResetConnectBackoff()
+		return r.fail(ctx, topo, node, v1beta1.ReasonDaemonUnavailable, fmt.Errorf("apply on meshnetd %s: %w", addr, err))
+	case codes.NotFound:
+		// The CNI has not wired the pod on its node yet; its ADD will.
+		return requeueAfter(time.Second, r.writeStatus(ctx, topo,
+			failedStatus(topo, node, false, v1beta1.ReasonLinksPending, "waiting for the pod's CNI ADD on "+node)))
+	default:
+		err = fmt.Errorf("apply on meshnetd %s: %w", addr, err)
+		if kl, ok := r.kernel.links(node, key); ok {
+			// The links as they are, and why they are not as specified.
+			st := convergedStatus(topo, pod, d, kl, nil)
+			setConditions(&st, topo.Generation, metav1.ConditionFalse, v1beta1.ReasonApplyFailed, err.Error())
+			return r.failWith(ctx, topo, st, v1beta1.ReasonApplyFailed, err)
+		}
+		return r.fail(ctx, topo, node, v1beta1.ReasonApplyFailed, err)
+	}
+	r.kernel.answered(node, key, d.request, resp)
+	kl, ok := r.kernel.links(node, key)
+	if !ok { // no stream (yet): the answer's own read
+		kl = map[string]*meshnetv1.LinkStatus{}
+		for _, l := range resp.GetLinks() {
+			kl[l.GetInterface()] = l
+		}
+	}
+	st := convergedStatus(topo, pod, d, kl, resp.GetResults())
+	logger.V(1).Info("applied", "links", len(d.request.Links), "generation", topo.Generation)
+	return requeueAfter(r.Resync, r.writeStatus(ctx, topo, st))
+}
+
+// PerLinkCallTimeout is what each link of a pod adds to its ApplyPod's
+// deadline. The kernel's own cost of a link change grows with the pod's
+// size: taking an end down costs 0.2 ms of processor time in a namespace of
+// 1,024 interfaces and 1 ms in one of 4,096 (links'
+// BenchmarkKernelAdminChangeWideNetns), and an ApplyPod changes both ends
+// of a VXLAN link; 10 ms leaves room for a loaded node. 2 ms had every
+// retry of a 4,096-link down edit cancelled.
+const PerLinkCallTimeout = 10 * time.Millisecond
+
+// requeueAfter has the pass run again after d, or, when err is set, after
+// the work queue's backoff: controller-runtime ignores d with an error.
+func requeueAfter(d time.Duration, err error) (reconcile.Result, error) {
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{RequeueAfter: d}, nil
+}
+
+// refreshPeers has a peer reconciled when this pass changed its end of a
+// VXLAN link: only the peer's own pass reads that end back into its status.
+// A pass that found the far end as wanted wakes nobody, so two ends that
+// both hold a link down settle instead of waking each other.
+func (r *Reconciler) refreshPeers(topo *v1beta1.Topology, peers map[string]*v1beta1.Topology, resp *meshnetv1.ApplyPodResponse) {
+	woken := map[string]bool{}
+	peerOf := map[int]string{}
+	for _, l := range topo.Spec.Links {
+		peerOf[l.UID] = l.PeerPod
+	}
+	for _, res := range resp.GetResults() {
+		peer := peers[peerOf[int(res.GetUid())]]
+		if !res.GetPeerEndChanged() || peer == nil || woken[peer.Name] {
+			continue // unchanged, no Topology (no status to refresh), or woken already
+		}
+		woken[peer.Name] = true
+		select {
+		case r.stale <- event.GenericEvent{Object: peer}:
+		default: // full: the peer's resync reads it back
+		}
+	}
+}
+
+// farEndsSet is what an ApplyPod reports of the far ends it set: its
+// response, or, when it failed, the response in the error's details.
+func farEndsSet(resp *meshnetv1.ApplyPodResponse, err error) *meshnetv1.ApplyPodResponse {
+	if err == nil {
+		return resp
+	}
+	for _, d := range status.Convert(err).Details() {
+		if r, ok := d.(*meshnetv1.ApplyPodResponse); ok {
+			return r
+		}
+	}
+	return nil
+}
+
+// peerTopologies returns the Topologies of the pods at the other ends of
+// topo's links, by name; a peer without one is left out.
+func (r *Reconciler) peerTopologies(ctx context.Context, topo *v1beta1.Topology) (map[string]*v1beta1.Topology, error) {
+	peers := map[string]*v1beta1.Topology{}
+	for _, l := range topo.Spec.Links {
+		if _, seen := peers[l.PeerPod]; seen || !l.HasPodPeer() {
+			continue
+		}
+		peer := &v1beta1.Topology{}
+		switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: topo.Namespace, Name: l.PeerPod}, peer); {
+		case apierrors.IsNotFound(err):
+			peer = nil
+		case err != nil:
+			return nil, fmt.Errorf("read peer Topology %s/%s: %w", topo.Namespace, l.PeerPod, err)
+		}
+		peers[l.PeerPod] = peer
+	}
+	return peers, nil
+}
+
+// peersOfChangedStates enqueues, for a Topology event, the peers at the
+// other ends of the links whose spec.state it changed: such a link's state
+// is both Topologies' to say (desiredState), so the peer converges too,
+// unless its own spec holds the link down whatever this one says.
+func (r *Reconciler) peersOfChangedStates() handler.Funcs {
+	peer := func(ctx context.Context, key types.NamespacedName) (*v1beta1.Topology, error) {
+		t := &v1beta1.Topology{}
+		return t, r.Client.Get(ctx, key, t)
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueuePeers(ctx, q, nil, e.Object.(*v1beta1.Topology), peer)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueuePeers(ctx, q, e.ObjectOld.(*v1beta1.Topology), e.ObjectNew.(*v1beta1.Topology), peer)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if topo, ok := e.Object.(*v1beta1.Topology); ok {
+				enqueuePeers(ctx, q, topo, nil, peer)
+			}
+		},
+	}
+}
+
+func enqueuePeers(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], old, cur *v1beta1.Topology,
+	peer func(context.Context, types.NamespacedName) (*v1beta1.Topology, error)) {
+	oldStates, curStates := linkStates(old), linkStates(cur)
+	// Each peer is read once, however many of its links changed: a
+	// Topology of thousands of links to one peer is one cache read, not
+	// thousands of copies of the peer.
+	decided := map[string]bool{}
+	type read struct {
+		topo *v1beta1.Topology
+		err  error
+	}
+	peers := map[string]read{}
+	ix := uidIndex{}
+	for _, t := range []*v1beta1.Topology{old, cur} {
+		if t == nil {
+			continue
+		}
+		for _, l := range t.Spec.Links {
+			if !l.HasPodPeer() || decided[l.PeerPod] || oldStates[l.UID] == curStates[l.UID] {
+				continue
+			}
+			key := types.NamespacedName{Namespace: t.Namespace, Name: l.PeerPod}
+			pr, ok := peers[l.PeerPod]
+			if !ok {
+				pr.topo, pr.err = peer(ctx, key)
+				peers[l.PeerPod] = pr
+			}
+			p, perr := pr.topo, pr.err
+			switch {
+			case apierrors.IsNotFound(perr): // no Topology: its creation reconciles it
+				decided[l.PeerPod] = true
+			case perr == nil && heldByPeer(t.Name, l, ix.link(p, l.UID)): // its own spec holds the link down
+			default:
+				decided[l.PeerPod] = true
+				q.Add(reconcile.Request{NamespacedName: key})
+			}
+		}
+	}
+}
+
+// linkStates is the spec state of each link of t by uid ("" for none).
+func linkStates(t *v1beta1.Topology) map[int]v1beta1.LinkState {
+	if t == nil {
+		return nil
+	}
+	out := make(map[int]v1beta1.LinkState, len(t.Spec.Links))
+	for _, l := range t.Spec.Links {
+		if l.State != nil {
+			out[l.UID] = *l.State
+		} else {
+			out[l.UID] = ""
+		}
+	}
+	return out
+}
+
+// fail records a failed pass and returns the error, so that the work queue
+// retries with backoff.
+func (r *Reconciler) fail(ctx context.Context, topo *v1beta1.Topology, node, reason string, err error) (reconcile.Result, error) {
+	return r.failWith(ctx, topo, failedStatus(topo, node, true, reason, err.Error()), reason, err)
+}
+
+// failWith is fail with the status to write, which says why.
+func (r *Reconciler) failWith(ctx context.Context, topo *v1beta1.Topology, st v1beta1.TopologyStatus, reason string, err error) (reconcile.Result, error) {
+	r.Recorder.Eventf(topo, nil, corev1.EventTypeWarning, reason, "Apply", "%v", err)
+	if werr := r.writeStatus(ctx, topo, st); werr != nil {
+		return reconcile.Result{}, errors.Join(err, werr)
+	}
+	return reconcile.Result{}, err
+}
+
+// writeStatus server-side-applies the controller's status fields, unless
+// the status says them already.
+func (r *Reconciler) writeStatus(ctx context.Context, topo *v1beta1.Topology, st v1beta1.TopologyStatus) error {
+	key := types.NamespacedName{Namespace: topo.Namespace, Name: topo.Name}
+	if r.written.unchanged(key, topo, st, r.Resync) {
+		return nil
+	}
+	obj := &v1beta1.Topology{Status: st}
+	obj.APIVersion, obj.Kind = v1beta1.GroupVersion.String(), "Topology"
+	obj.Name, obj.Namespace = topo.Name, topo.Namespace
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return fmt.Errorf("encode status of %s: %w", types.NamespacedName{Namespace: topo.Namespace, Name: topo.Name}, err)
+	}
+	delete(u, "spec")
+	unstructured.RemoveNestedField(u, "metadata", "creationTimestamp")
+	keepZeroValues(u, st)
+	ac := client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u})
+	// A request the API server never answers must not hold a worker for
+	// good; an overloaded one must not see it retried early either.
+	ctx, cancel := context.WithTimeout(ctx, statusWriteTimeout)
+	defer cancel()
+	if err := r.Client.Status().Apply(ctx, ac, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		r.written.forget(key)
+		return fmt.Errorf("write status of %s/%s: %w", topo.Namespace, topo.Name, err)
+	}
+	r.written.store(key, st)
+	return nil
+}
+
+// writtenStatuses are the statuses this controller last wrote, by Topology.
+// The cache may not hold the last write yet: compared with the cache, a
+// link found down and then up again before the cache saw the down would be
+// no change, and the status would stay down. A write older than the resync
+// is compared with the cache again, which has caught up by then, so that a
+// status changed behind the controller's back is rewritten.
+type writtenStatuses struct{ m sync.Map }
+
+type written struct {
+	status v1beta1.TopologyStatus
+	at     time.Time
+}
+
+// unchanged reports whether st is what was written for key less than
+// maxAge ago, or, when nothing was, what topo's status says.
+func (w *writtenStatuses) unchanged(key types.NamespacedName, topo *v1beta1.Topology, st v1beta1.TopologyStatus, maxAge time.Duration) bool {
+	v, ok := w.m.Load(key)
+	if !ok || time.Since(v.(written).at) >= maxAge {
+		return unchanged(topo, st)
+	}
+	return sameStatus(v.(written).status, st)
+}
+
+func (w *writtenStatuses) store(key types.NamespacedName, st v1beta1.TopologyStatus) {
+	w.m.Store(key, written{status: st, at: time.Now()})
+}
+func (w *writtenStatuses) forget(key types.NamespacedName) { w.m.Delete(key) }
+
+// keepZeroValues puts back the status fields whose zero value omitempty
+// drops. meshnetd owns them too from the pod's CNI ADD, so an apply that
+// left them out would keep its stale value (carrier true on a link the
+// controller took down); applied explicitly, the controller takes them over.
+func keepZeroValues(u map[string]any, st v1beta1.TopologyStatus) {
+	status, _ := u["status"].(map[string]any)
+	if status == nil {
+		return
+	}
+	status["down_links"] = int64(st.DownLinks)
+	status["shaped_links"] = int64(st.ShapedLinks)
+	ls, _ := status["links"].([]any)
+	for i, l := range ls {
+		m, ok := l.(map[string]any)
+		if !ok || i >= len(st.Links) {
+			continue
+		}
+		m["carrier"] = st.Links[i].Carrier
+		m["last_error"] = st.Links[i].LastError
+	}
+}

@@ -1,0 +1,223 @@
+package linkserver
+
+import (
+	"context"
+	"maps"
+	"slices"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/meshnetd/links"
+	"github.com/meshnet/meshnet/internal/meshnetd/podstore"
+)
+
+// changeAdmins sets each interface of want up (true) or down, from its
+// state in cur, keeping what down flushes in st for the up: one batch in
+// the kernel, however many interfaces. changed lists the interfaces it
+// changed, failed those it could not; the caller saves st.
+func changeAdmins(n *podNetns, st *podRecord, cur map[string]links.Interface, want map[string]bool) (changed []string, failed map[string]error) {
+	var down []string
+	up := map[string]links.Saved{}
+	for intf, u := range want {
+		saved, wasDown := st.Down[intf]
+		switch adminUp := cur[intf].AdminUp; {
+		case !u && adminUp:
+			down = append(down, intf)
+		case !u, adminUp && !wasDown:
+			// Already so; a down keeps what the first down saved.
+		default:
+			up[intf] = saved.links()
+		}
+	}
+	failed = map[string]error{}
+	if len(down) > 0 {
+		r := links.SetAdminDown(n.links, cur, down...)
+		for intf, sv := range r.Saved {
+			st.Down[intf] = fromSaved(sv)
+			changed = append(changed, intf)
+		}
+		maps.Copy(failed, r.Failed)
+	}
+	if len(up) > 0 {
+		r := links.SetAdminUp(n.links, cur, up)
+		for intf := range up {
+			if err, bad := r.Failed[intf]; bad {
+				failed[intf] = err
+				continue
+			}
+			delete(st.Down, intf)
+			changed = append(changed, intf)
+		}
+	}
+	slices.Sort(changed)
+	return changed, failed
+}
+
+// setAdmin changes a link's admin state on this node and, when remote is
+// set and the link is VXLAN, its far end. The far end is called after the
+// local locks are released, so that two nodes changing both ends of one link
+// at once cannot wait on each other. changed is whether this node's end
+// changed.
+func (s *Server) setAdmin(ctx context.Context, p podstore.Pod, l podstore.Link, up, remote bool) (changed bool, err error) {
+	err = func() error {
+		defer s.lockPod(p.Key(), []string{l.LocalIntf})()
+		st, err := s.records.load(p)
+		if err != nil {
+			return status.Error(codes.Internal, err.Error())
+		}
+		n, err := openPod(p)
+		if err != nil {
+			return err
+		}
+		defer n.Close()
+		cur, err := readInterfaces(n.links, l.LocalIntf)
+		if err != nil {
+			return status.Error(codes.Internal, err.Error())
+		}
+		if _, ok := cur[l.LocalIntf]; !ok {
+			return status.Errorf(codes.NotFound, "pod %s: no interface %s in its network namespace", p.Key(), l.LocalIntf)
+		}
+		c, failed := changeAdmins(n, &st, cur, map[string]bool{l.LocalIntf: up})
+		if err := failed[l.LocalIntf]; err != nil {
+			return kernelErr(err)
+		}
+		if changed = len(c) > 0; changed {
+			s.log.Info("link admin state set", "pod", p.Key().String(), "link", l.LocalIntf, "node", s.node, "up", up)
+			if err := s.saveRecord(p, st); err != nil {
+				return status.Error(codes.Internal, err.Error())
+			}
+		}
+		return nil
+	}()
+	if err != nil || !remote || l.Kind != v1beta1.LinkKindVXLAN {
+		return changed, err
+	}
+	if err := s.remote.SetRemoteStates(ctx, p.Key(), []RemoteState{{Link: l, Up: up}})[0].Err; err != nil {
+		code := status.Code(err)
+		if code == codes.Unknown || code == codes.OK {
+			code = codes.Unavailable
+		}
+		return changed, status.Errorf(code, "pod %s link %s: this end is set, but setting the peer's end (pod %s on node %s) failed: %v",
+			p.Key(), l.LocalIntf, l.PeerPod, l.PeerNodeIP, err)
+	}
+	return changed, nil
+}
+
+// SetLinkState implements meshnetv1.LinkServiceServer.
+func (s *Server) SetLinkState(ctx context.Context, req *meshnetv1.SetLinkStateRequest) (*meshnetv1.SetLinkStateResponse, error) {
+	var v violations
+	v.namespace(req.GetNamespace())
+	v.pod("pod", req.GetPod())
+	v.ifname("interface", req.GetInterface())
+	v.state("state", req.GetState())
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	p, l, err := s.lookupLink(req.GetNamespace(), req.GetPod(), req.GetInterface())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.needRemote(p, l); err != nil {
+		return nil, err
+	}
+	if _, err := s.setAdmin(ctx, p, l, req.GetState() == meshnetv1.LinkState_LINK_STATE_UP, true); err != nil {
+		return nil, err
+	}
+	ls, err := s.readLink(p, l.LocalIntf)
+	if err != nil {
+		return nil, err
+	}
+	return &meshnetv1.SetLinkStateResponse{Link: ls}, nil
+}
+
+func (s *Server) needRemote(p podstore.Pod, l podstore.Link) error {
+	if l.Kind == "vxlan" && s.remote == nil {
+		return status.Errorf(codes.FailedPrecondition, "pod %s link %s is VXLAN and this meshnetd has no peer client to set the remote end", p.Key(), l.LocalIntf)
+	}
+	return nil
+}
+
+// SetEndStates sets the admin state of ends of a pod on this node and
+// nothing else: what PeerService.SetRemoteStates does for a peer node's
+// meshnetd. The pod is locked, read and saved once for all of them. Each
+// end has its own result: changed when it was not in that state already,
+// or why it was not set.
+func (s *Server) SetEndStates(ctx context.Context, pod podstore.Key, states map[string]meshnetv1.LinkState) map[string]EndResult {
+	out := make(map[string]EndResult, len(states))
+	failAll := func(err error) map[string]EndResult {
+		for intf := range states {
+			out[intf] = EndResult{Err: err}
+		}
+		return out
+	}
+	var v violations
+	v.namespace(pod.Namespace)
+	v.pod("pod", pod.Name)
+	if err := v.err(); err != nil {
+		return failAll(err)
+	}
+	p, err := s.lookup(pod.Namespace, pod.Name)
+	if err != nil {
+		return failAll(err)
+	}
+	want := map[string]bool{}
+	for intf, state := range states {
+		var v violations
+		v.ifname("interface", intf)
+		v.state("state", state)
+		if err := v.err(); err != nil {
+			out[intf] = EndResult{Err: err}
+			continue
+		}
+		if _, ok := linkOf(p, intf); !ok {
+			out[intf] = EndResult{Err: status.Errorf(codes.NotFound, "pod %s has no meshnet link %s", p.Key(), intf)}
+			continue
+		}
+		want[intf] = state == meshnetv1.LinkState_LINK_STATE_UP
+	}
+	if len(want) == 0 {
+		return out
+	}
+	if err := ctx.Err(); err != nil {
+		return failAll(status.FromContextError(err).Err())
+	}
+	var failed map[string]error
+	err = s.withPod(p, nil, func(n *podNetns, st *podRecord, devs map[string]links.Interface) (bool, error) {
+		var changed []string
+		changed, failed = changeAdmins(n, st, devs, want)
+		for _, intf := range changed {
+			out[intf] = EndResult{Changed: true}
+			s.log.Info("link admin state set", "pod", p.Key().String(), "link", intf, "node", s.node, "up", want[intf])
+		}
+		return len(changed) > 0, nil
+	})
+	for intf := range want {
+		switch {
+		case err != nil:
+			out[intf] = EndResult{Err: err}
+		case failed[intf] != nil:
+			out[intf] = EndResult{Err: kernelErr(failed[intf])}
+		case !out[intf].Changed:
+			out[intf] = EndResult{}
+		}
+	}
+	return out
+}
+
+// SetEndState is SetEndStates for one end, which it reads back: what
+// PeerService.SetRemoteState does, for peers that send one end per call.
+func (s *Server) SetEndState(ctx context.Context, pod podstore.Key, intf string, state meshnetv1.LinkState) (_ *meshnetv1.LinkStatus, changed bool, err error) {
+	r := s.SetEndStates(ctx, pod, map[string]meshnetv1.LinkState{intf: state})[intf]
+	if r.Err != nil {
+		return nil, false, r.Err
+	}
+	p, err := s.lookup(pod.Namespace, pod.Name)
+	if err != nil {
+		return nil, false, err
+	}
+	ls, err := s.readLink(p, intf)
+	return ls, r.Changed, err
+}

@@ -1,0 +1,116 @@
+package linkserver
+
+import (
+	"context"
+	"fmt"
+
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/internal/meshnetd/podstore"
+	"github.com/meshnet/meshnet/internal/netem"
+	"github.com/meshnet/meshnet/internal/shaping"
+)
+
+// SetNetem implements meshnetv1.LinkServiceServer.
+func (s *Server) SetNetem(ctx context.Context, req *meshnetv1.SetNetemRequest) (*meshnetv1.SetNetemResponse, error) {
+	var v violations
+	v.namespace(req.GetNamespace())
+	v.pod("pod", req.GetPod())
+	v.ifname("interface", req.GetInterface())
+	var spec shaping.Spec
+	if req.GetNetem() == nil {
+		v.add("netem", "required (ClearNetem removes shaping)")
+	} else {
+		spec = v.netemSpec("netem", req.GetNetem())
+	}
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	p, l, err := s.lookupLink(req.GetNamespace(), req.GetPod(), req.GetInterface())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.withLink(p, l.LocalIntf, func(n *podNetns, st *podRecord) (bool, error) {
+		return s.applyNetem(n, st, p, l.LocalIntf, spec, false)
+	}); err != nil {
+		return nil, err
+	}
+	ls, err := s.readLink(p, l.LocalIntf)
+	if err != nil {
+		return nil, err
+	}
+	return &meshnetv1.SetNetemResponse{Link: ls}, nil
+}
+
+// ClearNetem implements meshnetv1.LinkServiceServer.
+func (s *Server) ClearNetem(ctx context.Context, req *meshnetv1.ClearNetemRequest) (*meshnetv1.ClearNetemResponse, error) {
+	var v violations
+	v.namespace(req.GetNamespace())
+	v.pod("pod", req.GetPod())
+	v.ifname("interface", req.GetInterface())
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	p, l, err := s.lookupLink(req.GetNamespace(), req.GetPod(), req.GetInterface())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.withLink(p, l.LocalIntf, func(n *podNetns, st *podRecord) (bool, error) {
+		return s.clearNetem(n, st, p, l.LocalIntf)
+	}); err != nil {
+		return nil, err
+	}
+	ls, err := s.readLink(p, l.LocalIntf)
+	if err != nil {
+		return nil, err
+	}
+	return &meshnetv1.ClearNetemResponse{Link: ls}, nil
+}
+
+// applyNetem makes spec intf's shaping. With skipSame, a qdisc that already
+// reads back as spec is not touched (ApplyPod's idempotence).
+func (s *Server) applyNetem(n *podNetns, st *podRecord, p podstore.Pod, intf string, spec shaping.Spec, skipSame bool) (bool, error) {
+	if skipSame {
+		cur, err := netem.Get(n.handle, intf)
+		if err == nil && cur.Owner == netem.OwnerMeshnet && cur.Undecoded == nil &&
+			sameNetem(cur.Spec, spec) && st.Distribution[intf] == string(spec.Distribution) {
+			return false, nil
+		}
+	}
+	if err := netem.Apply(n.handle, intf, spec); err != nil {
+		return false, err
+	}
+	st.Distribution[intf] = string(spec.Distribution)
+	s.log.Info("netem set", "pod", p.Key().String(), "link", intf, "node", s.node, "spec", fmt.Sprintf("%+v", spec))
+	return true, nil
+}
+
+func (s *Server) clearNetem(n *podNetns, st *podRecord, p podstore.Pod, intf string) (bool, error) {
+	cur, err := netem.Get(n.handle, intf)
+	if err != nil {
+		return false, err
+	}
+	if cur.Owner == netem.OwnerNone {
+		delete(st.Distribution, intf)
+		return false, nil
+	}
+	if err := netem.Clear(n.handle, intf); err != nil {
+		return false, err
+	}
+	delete(st.Distribution, intf)
+	s.log.Info("netem cleared", "pod", p.Key().String(), "link", intf, "node", s.node)
+	return true, nil
+}
+
+// sameNetem reports whether the kernel's read-back got equals the effective
+// form of want (defaults resolved as Apply resolves them; the kernel does not
+// report the distribution).
+func sameNetem(got, want shaping.Spec) bool {
+	if want.Limit == 0 {
+		want.Limit = shaping.DefaultLimit(want)
+	}
+	if want.Reorder > 0 && want.Gap == 0 {
+		want.Gap = 1
+	}
+	want.Distribution, got.Distribution = "", ""
+	return got == want
+}

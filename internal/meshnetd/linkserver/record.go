@@ -1,0 +1,197 @@
+package linkserver
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/meshnet/meshnet/internal/meshnetd/links"
+	"github.com/meshnet/meshnet/internal/meshnetd/podstore"
+)
+
+// podRecord is what meshnetd must remember about a pod beyond its podstore
+// record, across daemon restarts: what the kernel flushed from the links it
+// took down, the routes it manages, and the last desired state it converged to.
+type podRecord struct {
+	// ContainerID is the sandbox the record was made in; a new sandbox has
+	// fresh links, so Down no longer applies to it.
+	ContainerID string `json:"container_id"`
+	PodUID      string `json:"pod_uid,omitempty"`
+	Generation  int64  `json:"generation,omitempty"`
+	// Down holds the interfaces meshnet took down, with the routes and
+	// addresses the kernel flushed, to restore on up.
+	Down map[string]savedEnd `json:"down,omitempty"`
+	// Routes is the meshnet-managed route set (SetRoutes, ApplyPod).
+	Routes []route `json:"routes,omitempty"`
+	// Distribution is the netem jitter distribution last applied per
+	// interface: the kernel does not report it back.
+	Distribution map[string]string `json:"distribution,omitempty"`
+	// LastError is the last error converging each interface.
+	LastError map[string]string `json:"last_error,omitempty"`
+	// Applied is the last ApplyPodRequest that converged, in protojson, for
+	// re-applying it after a restart or a new sandbox.
+	Applied json.RawMessage `json:"applied,omitempty"`
+}
+
+type savedEnd struct {
+	Routes []route        `json:"routes,omitempty"`
+	Addrs  []netip.Prefix `json:"addrs,omitempty"`
+}
+
+type route struct {
+	Dst    netip.Prefix `json:"dst"`
+	Gw     netip.Addr   `json:"gw,omitzero"`
+	Dev    string       `json:"dev,omitempty"`
+	Metric int          `json:"metric,omitempty"`
+	Table  int          `json:"table,omitempty"`
+}
+
+func fromLinksRoute(r links.Route) route {
+	return route{Dst: r.Dst, Gw: r.Gw, Dev: r.Dev, Metric: r.Metric, Table: r.Table}
+}
+
+func (r route) links() links.Route {
+	return links.Route{Dst: r.Dst, Gw: r.Gw, Dev: r.Dev, Metric: r.Metric, Table: r.Table}
+}
+
+// sameDst reports whether r and o are the same kernel route key (the kernel
+// replaces a route with the same destination, metric and table).
+func (r route) sameDst(o route) bool {
+	return r.Dst.Masked() == o.Dst.Masked() && r.Metric == o.Metric && normTable(r.Table) == normTable(o.Table)
+}
+
+func normTable(t int) int {
+	if t == 0 {
+		return 254 // RT_TABLE_MAIN
+	}
+	return t
+}
+
+func fromSaved(s links.Saved) savedEnd {
+	e := savedEnd{Addrs: s.Addrs}
+	for _, r := range s.Routes {
+		e.Routes = append(e.Routes, fromLinksRoute(r))
+	}
+	return e
+}
+
+func (e savedEnd) links() links.Saved {
+	s := links.Saved{Addrs: e.Addrs}
+	for _, r := range e.Routes {
+		s.Routes = append(s.Routes, r.links())
+	}
+	return s
+}
+
+// recordStore keeps one podRecord file a pod in a directory. Callers hold the
+// pod's lock around load and save.
+type recordStore struct{ dir string }
+
+func openRecordStore(dir string) (*recordStore, error) {
+	if dir == "" {
+		return nil, errors.New("no record directory (StateDir)")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create record directory %s: %w", dir, err)
+	}
+	return &recordStore{dir: dir}, nil
+}
+
+func (s *recordStore) path(k podstore.Key) string {
+	return filepath.Join(s.dir, k.Namespace+"_"+k.Name+".json")
+}
+
+// load returns the pod's record for its current sandbox: what was recorded for
+// another sandbox keeps only what outlives a sandbox (routes, the last
+// apply), not what belonged to its links.
+func (s *recordStore) load(p podstore.Pod) (podRecord, error) {
+	var st podRecord
+	data, err := os.ReadFile(s.path(p.Key()))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return podRecord{}, fmt.Errorf("read record of pod %s: %w", p.Key(), err)
+	default:
+		if err := json.Unmarshal(data, &st); err != nil {
+			return podRecord{}, fmt.Errorf("decode record of pod %s: %w", p.Key(), err)
+		}
+	}
+	if st.ContainerID != p.ContainerID {
+		st.ContainerID = p.ContainerID
+		st.Down = nil
+		st.Distribution = nil
+		st.LastError = nil
+	}
+	if st.Down == nil {
+		st.Down = map[string]savedEnd{}
+	}
+	if st.Distribution == nil {
+		st.Distribution = map[string]string{}
+	}
+	if st.LastError == nil {
+		st.LastError = map[string]string{}
+	}
+	return st, nil
+}
+
+func (s *recordStore) save(k podstore.Key, st podRecord) error {
+	data, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("encode record of pod %s: %w", k, err)
+	}
+	path := s.path(k)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("write record of pod %s: %w", k, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write record of pod %s: %w", k, err)
+	}
+	return nil
+}
+
+// saveRecord saves p's record, unless p is no longer wired here with that
+// sandbox: a call that read the pod before its DEL must not write back the
+// record the DEL removed. The caller holds the pod's lock.
+func (s *Server) saveRecord(p podstore.Pod, st podRecord) error {
+	if cur, ok := s.pods.Get(p.Key()); !ok || cur.ContainerID != p.ContainerID {
+		return nil
+	}
+	return s.records.save(p.Key(), st)
+}
+
+// sweep removes the records of the pods wired is false for, and returns
+// their keys: a DEL that removed the pod from the pod store and was killed
+// before it removed the record left one that nothing else would remove.
+func (s *recordStore) sweep(wired func(podstore.Key) bool) ([]podstore.Key, error) {
+	files, err := filepath.Glob(filepath.Join(s.dir, "*.json"))
+	if err != nil {
+		return nil, fmt.Errorf("list records in %s: %w", s.dir, err)
+	}
+	var gone []podstore.Key
+	for _, f := range files {
+		// Namespaces and pod names are DNS names: no underscore.
+		ns, name, ok := strings.Cut(strings.TrimSuffix(filepath.Base(f), ".json"), "_")
+		k := podstore.Key{Namespace: ns, Name: name}
+		if !ok || wired(k) {
+			continue
+		}
+		if err := s.forget(k); err != nil {
+			return gone, err
+		}
+		gone = append(gone, k)
+	}
+	return gone, nil
+}
+
+// forget removes a pod's record, when the pod is gone.
+func (s *recordStore) forget(k podstore.Key) error {
+	if err := os.Remove(s.path(k)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove record of pod %s: %w", k, err)
+	}
+	return nil
+}

@@ -1,0 +1,325 @@
+// Package linkserver is meshnetd's LinkService: runtime control of the links
+// of the pods this node hosts (admin state, netem, routes, MTU, ApplyPod) and
+// their read-back from the kernel.
+//
+// A pod is one that a CNI ADD on this node recorded in the pod store; calls
+// name it by namespace and name, never by netns path. Every request is
+// validated whole before anything changes (InvalidArgument naming each bad
+// field), then the pod and its links are locked (internal/meshnetd/linklock, shared
+// with the wiring) while the kernel is changed, and the answer is read back
+// from the kernel. What the kernel forgets on admin down (static routes, IPv6
+// addresses) and the meshnet-managed route set are kept in a state file per
+// pod, so they survive a daemon restart.
+package linkserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/internal/meshnetd/linklock"
+	"github.com/meshnet/meshnet/internal/meshnetd/links"
+	"github.com/meshnet/meshnet/internal/meshnetd/linkwatch"
+	"github.com/meshnet/meshnet/internal/meshnetd/podstore"
+	"github.com/meshnet/meshnet/internal/netem"
+)
+
+// RemoteEnds reaches the far end of a cross-node VXLAN link, which only the
+// peer's node can change: VXLAN carries no carrier, so a cable pull takes
+// both nodes. The wiring's PeerService client satisfies it.
+type RemoteEnds interface {
+	// SetRemoteStates sets the admin state of the peer's ends of links,
+	// VXLAN links of pod on this node: one call per peer node, however
+	// many links. It returns one result per end, in order.
+	SetRemoteStates(ctx context.Context, pod podstore.Key, ends []RemoteState) []EndResult
+}
+
+// RemoteState is the admin state wanted for the far end of Link.
+type RemoteState struct {
+	Link podstore.Link
+	Up   bool
+}
+
+// EndResult is what became of one link end set to an admin state, here
+// (SetEndStates) or on the peer's node (RemoteEnds): Changed when it was
+// not in that state already, or why it was not set.
+type EndResult struct {
+	Changed bool
+	Err     error
+}
+
+// Config is what a Server works on.
+type Config struct {
+	// Pods is the node's pod store (written by CNI ADD).
+	Pods *podstore.Store
+	// StateDir holds a state file per pod (see package doc).
+	StateDir string
+	// Locks serialises work per link; share it with the wiring.
+	Locks *linklock.Locks
+	// Remote sets the far end of VXLAN links; nil makes state changes of
+	// VXLAN links fail with FailedPrecondition rather than half-happen.
+	Remote RemoteEnds
+	// Links makes and removes a pod's links when its Topology adds or drops
+	// them (internal/meshnetd/wiring); nil leaves the set of links as CNI ADD made it.
+	Links LinkSyncer
+	// Node is this node's name, reported in LinkStatus.node; NodeIP its
+	// address, the local VTEP of its VXLAN links.
+	Node   string
+	NodeIP netip.Addr
+	// Log receives a record per change; nil discards them.
+	Log *slog.Logger
+}
+
+// Server implements meshnetv1.LinkServiceServer.
+type Server struct {
+	meshnetv1.UnimplementedLinkServiceServer
+	pods    *podstore.Store
+	records *recordStore
+	locks   *linklock.Locks
+	remote  RemoteEnds
+	wirer   LinkSyncer
+	watch   *linkwatch.Watcher
+	// applying lets one ApplyPod at a time work on a pod.
+	applying gate
+	node     string
+	nodeIP   netip.Addr
+	log      *slog.Logger
+}
+
+// LinkSyncer is the wiring, which makes and removes links: ApplyPod has it
+// converge the set of links of a pod to its Topology before it converges
+// the links' state, and a link's status carries why wiring it failed.
+type LinkSyncer interface {
+	SyncLinks(ctx context.Context, pod podstore.Key, generation int64) error
+	LastError(pod podstore.Key, uid int) string
+	// InCNI tells whether the pod's CNI ADD or DEL is in flight here.
+	InCNI(pod podstore.Key) bool
+}
+
+// New returns a Server for cfg.
+func New(cfg Config) (*Server, error) {
+	if cfg.Pods == nil || cfg.Locks == nil {
+		return nil, errors.New("linkserver: needs a pod store and locks")
+	}
+	records, err := openRecordStore(cfg.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("linkserver: %w", err)
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{pods: cfg.Pods, records: records, locks: cfg.Locks, remote: cfg.Remote, wirer: cfg.Links, node: cfg.Node, nodeIP: cfg.NodeIP, log: log}
+	s.watch = linkwatch.New(linkwatch.Config{Pods: cfg.Pods, Read: s.snapshot, Log: log})
+	// Before any call is served: a record of a pod the pod store no
+	// longer has is left from a DEL cut short by a crash.
+	gone, err := records.sweep(func(k podstore.Key) bool { _, ok := cfg.Pods.Get(k); return ok })
+	for _, k := range gone {
+		log.Info("record of a pod no longer wired here removed", "pod", k.String(), "node", cfg.Node)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("linkserver: %w", err)
+	}
+	return s, nil
+}
+
+// Run follows the kernel state of the node's pods for WatchLinks until ctx
+// ends.
+func (s *Server) Run(ctx context.Context) { s.watch.Run(ctx) }
+
+// Touch tells WatchLinks that something of a pod the kernel does not report
+// changed (the wiring's last error of a link).
+func (s *Server) Touch(pod podstore.Key) { s.watch.Touch(pod) }
+
+// Hold defers the link watcher's reads of pod until release, while CNI ADD
+// or DEL changes many of its links (linkwatch.Watcher.Hold).
+func (s *Server) Hold(pod podstore.Key) (release func()) { return s.watch.Hold(pod) }
+
+// lastError is why converging a link last failed: the wiring's reason and
+// the runtime calls'.
+func (s *Server) lastError(p podstore.Pod, l podstore.Link, st podRecord) string {
+	msg := st.LastError[l.LocalIntf]
+	if s.wirer != nil {
+		msg = joinMsg(s.wirer.LastError(p.Key(), l.UID), msg)
+	}
+	return msg
+}
+
+// snapshot is a pod as the kernel has it: the one read the link watcher,
+// and so WatchLinks and ApplyPod's answer, are made of.
+func (s *Server) snapshot(p podstore.Pod) (linkwatch.Snapshot, error) {
+	ls, routes, err := s.read(p, "", true)
+	return linkwatch.Snapshot{Links: ls, Routes: routes}, err
+}
+
+// lookup finds a pod this node hosts.
+func (s *Server) lookup(namespace, pod string) (podstore.Pod, error) {
+	p, ok := s.pods.Get(podstore.Key{Namespace: namespace, Name: pod})
+	if !ok {
+		return podstore.Pod{}, status.Errorf(codes.NotFound, "pod %s/%s is not wired on node %s", namespace, pod, s.node)
+	}
+	return p, nil
+}
+
+func (s *Server) lookupLink(namespace, pod, intf string) (podstore.Pod, podstore.Link, error) {
+	p, err := s.lookup(namespace, pod)
+	if err != nil {
+		return podstore.Pod{}, podstore.Link{}, err
+	}
+	l, ok := linkOf(p, intf)
+	if !ok {
+		return podstore.Pod{}, podstore.Link{}, status.Errorf(codes.NotFound, "pod %s has no meshnet link %s", p.Key(), intf)
+	}
+	return p, l, nil
+}
+
+// linkOf finds a wired link of p; a link recorded without a kind waits for
+// its peer and is not wired yet.
+func linkOf(p podstore.Pod, intf string) (podstore.Link, bool) {
+	for _, l := range p.Links {
+		if l.LocalIntf == intf && l.Kind != "" {
+			return l, true
+		}
+	}
+	return podstore.Link{}, false
+}
+
+// lockPod locks the pod (its state file and routes), the given interfaces
+// of it and any extra link keys (a veth peer's end).
+func (s *Server) lockPod(k podstore.Key, intfs []string, extra ...linklock.Key) (unlock func()) {
+	keys := []linklock.Key{{Namespace: k.Namespace, Pod: k.Name}}
+	for _, i := range intfs {
+		keys = append(keys, linklock.Key{Namespace: k.Namespace, Pod: k.Name, Interface: i})
+	}
+	return s.locks.Lock(append(keys, extra...)...)
+}
+
+func intfsOf(p podstore.Pod) []string {
+	out := make([]string, len(p.Links))
+	for i, l := range p.Links {
+		out[i] = l.LocalIntf
+	}
+	return out
+}
+
+// podNetns is a pod's network namespace opened for links and for netem.
+type podNetns struct {
+	links  *links.Netns
+	handle netns.NsHandle
+}
+
+func openPod(p podstore.Pod) (*podNetns, error) {
+	n, err := links.OpenNetns(p.Netns)
+	if err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "pod %s: its network namespace is gone: %v", p.Key(), err)
+	}
+	h, err := netns.GetFromPath(p.Netns)
+	if err != nil {
+		n.Close()
+		return nil, status.Errorf(codes.FailedPrecondition, "pod %s: its network namespace is gone: %v", p.Key(), err)
+	}
+	return &podNetns{links: n, handle: h}, nil
+}
+
+func (n *podNetns) Close() {
+	n.links.Close()
+	n.handle.Close()
+}
+
+// kernelErr turns a failed kernel change into a status: FailedPrecondition
+// for what the caller can fix on the node (no sch_netem, a foreign qdisc),
+// Internal otherwise.
+func kernelErr(err error) error {
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	if errors.Is(err, netem.ErrNoNetem) || errors.Is(err, netem.ErrForeignQdisc) {
+		return status.Error(codes.FailedPrecondition, err.Error())
+	}
+	if errors.Is(err, unix.ENETUNREACH) {
+		// A route's gateway on no subnet of a link that is up: the
+		// caller's route, or a link taken down, not meshnetd's fault.
+		return status.Error(codes.FailedPrecondition, err.Error()+" (from the pod: is a route's gateway on no subnet of a link that is up?)")
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+// withLink runs change with the pod and intf locked, the pod's netns open
+// and its state loaded, and saves the state when change says it changed.
+func (s *Server) withLink(p podstore.Pod, intf string, change func(*podNetns, *podRecord) (bool, error)) error {
+	defer s.lockPod(p.Key(), []string{intf})()
+	st, err := s.records.load(p)
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	n, err := openPod(p)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	changed, err := change(n, &st)
+	if err != nil {
+		return kernelErr(err)
+	}
+	if changed {
+		if err := s.saveRecord(p, st); err != nil {
+			return status.Error(codes.Internal, err.Error())
+		}
+	}
+	return nil
+}
+
+var owners = map[netem.Owner]meshnetv1.QdiscOwner{
+	netem.OwnerNone: meshnetv1.QdiscOwner_QDISC_OWNER_NONE, netem.OwnerMeshnet: meshnetv1.QdiscOwner_QDISC_OWNER_MESHNET,
+	netem.OwnerForeign: meshnetv1.QdiscOwner_QDISC_OWNER_FOREIGN,
+}
+
+func (s *Server) logChange(changed bool, msg string, p podstore.Pod, args ...any) {
+	if changed {
+		s.log.Info(msg, append([]any{"pod", p.Key().String(), "node", s.node}, args...)...)
+	}
+}
+
+// withPod runs change with the pod, all its links and the extra keys
+// locked, its netns open, its state loaded and the interfaces in its netns
+// read; the state is saved when change reports a change, even when
+// it fails part way.
+func (s *Server) withPod(p podstore.Pod, extra []linklock.Key, change func(*podNetns, *podRecord, map[string]links.Interface) (bool, error)) error {
+	defer s.lockPod(p.Key(), intfsOf(p), extra...)()
+	// The watcher reads the pod once this change is done, not half way.
+	defer s.watch.Hold(p.Key())()
+	st, err := s.records.load(p)
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	n, err := openPod(p)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	all, err := links.ReadAll(n.links)
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	changed, cerr := change(n, &st, all)
+	if changed {
+		// What the kernel does not tell (a last error, a distribution)
+		// changed too: have the watchers told.
+		defer s.watch.Touch(p.Key())
+		if err := s.saveRecord(p, st); err != nil {
+			return status.Error(codes.Internal, errors.Join(cerr, err).Error())
+		}
+	}
+	if cerr != nil {
+		return kernelErr(cerr)
+	}
+	return nil
+}

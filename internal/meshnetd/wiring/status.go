@@ -1,0 +1,115 @@
+package wiring
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/meshnetd/podstore"
+)
+
+// statusWorkers write Topology statuses concurrently; one pod's status is
+// never written by two at once (the queue hands a key to one worker).
+const statusWorkers = 2
+
+// Run writes the sandbox fields of the Topology status of pods wired or
+// torn down here, until ctx ends. ADD does not wait for it.
+func (w *Wirer) Run(ctx context.Context) {
+	go func() {
+		<-ctx.Done()
+		w.status.ShutDown()
+	}()
+	var wg sync.WaitGroup
+	for range statusWorkers {
+		wg.Go(func() {
+			for {
+				k, quit := w.status.Get()
+				if quit {
+					return
+				}
+				if err := w.writeStatus(ctx, k); err != nil && ctx.Err() == nil {
+					w.log.Warn("topology status not written; retrying", "pod", k.String(), "error", err)
+					w.status.AddRateLimited(k)
+				} else {
+					w.status.Forget(k)
+				}
+				w.status.Done(k)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// writeStatus patches the status of a pod's Topology with what this node
+// has for it.
+func (w *Wirer) writeStatus(ctx context.Context, k podstore.Key) error {
+	rec, wiredHere := w.cfg.Store.Get(k)
+	if !wiredHere {
+		// Torn down here: clear the fields unless another node has the
+		// pod now, whose status they are.
+		topo, err := w.topology(ctx, k)
+		if err != nil || topo == nil {
+			return err
+		}
+		if topo.Status.Node != "" && topo.Status.Node != w.cfg.NodeName {
+			return nil
+		}
+	}
+	st := w.buildStatus(rec, wiredHere)
+	for f, v := range st {
+		if v == nil {
+			delete(st, f) // left out of an apply, a field meshnetd owned is removed
+		}
+	}
+	data, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("encode Topology %s status: %w", k, err)
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return fmt.Errorf("encode Topology %s status: %w", k, err)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	if len(fields) > 0 {
+		// Nothing to own is said by leaving status out: an empty status
+		// reaches the API server as null, which the CRD refuses.
+		u.Object["status"] = fields
+	}
+	u.SetAPIVersion(v1beta1.GroupVersion.String())
+	u.SetKind("Topology")
+	u.SetNamespace(k.Namespace)
+	u.SetName(k.Name)
+	// Server-side apply: meshnetd and the controller each own the fields
+	// they write, so neither wipes the other's (the controller's
+	// links[].managed, for one).
+	err = w.cfg.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(StatusFieldOwner), client.ForceOwnership)
+	if apierrors.IsNotFound(err) {
+		return nil // no Topology: nothing to say it on
+	}
+	if err != nil {
+		return fmt.Errorf("apply Topology %s status: %w", k, err)
+	}
+	return nil
+}
+
+// StatusFieldOwner is meshnetd's server-side-apply manager of Topology status.
+const StatusFieldOwner = "meshnetd"
+
+// buildStatus is the status fields meshnetd owns, meshnet-cni's fields of
+// the sandbox this node wired: only the CNI knows them. Everything else in
+// the status (links, counts, conditions, node, skipped) is the
+// controller's, written from what this node's WatchLinks tells it. nil
+// values are fields meshnetd no longer sets.
+func (w *Wirer) buildStatus(rec podstore.Pod, wiredHere bool) map[string]any {
+	out := map[string]any{"src_ip": nil, "net_ns": nil, "container_id": nil}
+	if wiredHere {
+		out["src_ip"], out["net_ns"], out["container_id"] = w.cfg.NodeIP.String(), rec.Netns, rec.ContainerID
+	}
+	return out
+}

@@ -1,0 +1,223 @@
+package wiring
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/meshnetd/linklock"
+	"github.com/meshnet/meshnet/internal/meshnetd/links"
+	"github.com/meshnet/meshnet/internal/meshnetd/podstore"
+)
+
+// SyncLinks converges the set of links of a pod wired on this node to its
+// Topology, while the pod runs: a link the Topology lists and the pod's
+// record lacks is wired as CNI ADD wires it (both ends of a veth, this end
+// and then the peer node's end of a VXLAN, a physical peer, a macvlan); a
+// recorded link the Topology no longer lists is removed as CNI DEL removes
+// it, with its remote end. A link whose interface or peer changed is
+// removed and wired again; every other link is left alone. ApplyPod calls
+// it before it converges the links' state, netem and routes.
+//
+// generation is the Topology generation the caller converges to: a cached
+// Topology older than that is read again from the API server.
+func (w *Wirer) SyncLinks(ctx context.Context, k podstore.Key, generation int64) error {
+	rec, ok := w.cfg.Store.Get(k)
+	if !ok || w.isDeleting(k) || w.isAdding(rec.ContainerID) {
+		// Not wired here, or ADD or DEL is at work on it and does the job.
+		return nil
+	}
+	topo, err := w.topology(ctx, k)
+	if err == nil && topo != nil && topo.Generation < generation {
+		// The cache lags the edit this call converges to, by the few
+		// milliseconds its watch event takes: wait for it rather than
+		// read the whole Topology from the API server again; read it if
+		// the cache has not caught up in a second.
+		fresh := &v1beta1.Topology{}
+		werr := wait.PollUntilContextTimeout(ctx, time.Millisecond, time.Second, true, func(ctx context.Context) (bool, error) {
+			return w.cfg.Topologies.Get(ctx, client.ObjectKeyFromObject(topo), fresh, client.UnsafeDisableDeepCopy) == nil && fresh.Generation >= generation, nil
+		})
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case werr != nil:
+			// A new object: decoding into fresh would write into the
+			// links it shares with the cache.
+			fresh = &v1beta1.Topology{}
+			err = w.cfg.Client.Get(ctx, client.ObjectKeyFromObject(topo), fresh)
+		}
+		if err == nil {
+			topo = fresh
+		}
+	}
+	if err != nil {
+		return err
+	}
+	var want []v1beta1.Link
+	if topo != nil {
+		want = topo.Spec.Links
+	}
+	log := w.log.With("pod", k.String(), "container_id", rec.ContainerID)
+	ns, err := links.OpenNetns(rec.Netns)
+	if err != nil {
+		return fmt.Errorf("pod %s: %w", k, err)
+	}
+	defer ns.Close()
+	names, err := links.Names(ns)
+	if err != nil {
+		return fmt.Errorf("pod %s: %w", k, err)
+	}
+	add, drop, lost := linkChanges(rec.Links, want, names)
+	for _, l := range lost {
+		log.Warn("link lost from the pod's network namespace: wiring it again", "link", l.UID, "intf", l.LocalIntf, "peer", l.PeerPod)
+	}
+	if len(add) == 0 && len(drop) == 0 {
+		return nil
+	}
+
+	// Removals first: a link moved to another peer may keep its interface.
+	dropped, failed := w.unwireLinks(ctx, k, ns, drop, log)
+	ws := w.wireLinks(ctx, pod{key: k, ns: ns, topo: topo}, add, log)
+	failed = append(failed, ws.failed...)
+	wiredLinks := ws.records
+	for _, l := range add {
+		if r, ok := wiredLinks[l.UID]; ok {
+			log.Info("link added to a running pod", "link", l.UID, "intf", l.LocalIntf, "peer", l.PeerPod, "kind", r.Kind)
+		}
+	}
+	if err := w.updateRecord(k, func(pp *podstore.Pod) {
+		if pp.ContainerID != rec.ContainerID {
+			return
+		}
+		kept := pp.Links[:0]
+		for _, l := range pp.Links {
+			if _, rewired := wiredLinks[l.UID]; !dropped[l.UID] && !rewired {
+				kept = append(kept, l)
+			}
+		}
+		pp.Links = kept
+		for _, l := range add {
+			if r, ok := wiredLinks[l.UID]; ok {
+				pp.Links = append(pp.Links, r)
+			}
+		}
+	}); err != nil {
+		failed = append(failed, err)
+	}
+	w.createRemoteEnds(ctx, k, ws.remotes)
+	if len(failed) > 0 {
+		return fmt.Errorf("pod %s: %d of %d link changes failed: %w", k, len(failed), len(add)+len(drop), utilerrors.NewAggregate(failed))
+	}
+	return nil
+}
+
+// linkChanges compares a pod's recorded links with its Topology's and
+// with the interfaces its namespace holds (names): the links to wire (new,
+// changed in interface or peer, or wired once and lost since: a crash
+// between the kernel's change and the record's, or an ip link delete) and
+// the recorded links to remove (gone, or changed). lost are those of add
+// that were lost.
+func linkChanges(have []podstore.Link, want []v1beta1.Link, names map[string]bool) (add []v1beta1.Link, drop []podstore.Link, lost []v1beta1.Link) {
+	byUID := map[int]v1beta1.Link{}
+	for _, l := range want {
+		byUID[l.UID] = l
+	}
+	recorded := map[int]podstore.Link{}
+	for _, h := range have {
+		recorded[h.UID] = h
+		if l, ok := byUID[h.UID]; !ok || !same(h, l) {
+			drop = append(drop, h)
+		}
+	}
+	for _, l := range want {
+		h, ok := recorded[l.UID]
+		switch {
+		case !ok || !same(h, l):
+			add = append(add, l)
+		case h.Kind != "" && !names[l.LocalIntf]:
+			// Wired once (a link waiting for its peer has no kind, and
+			// no interface yet), gone since.
+			add, lost = append(add, l), append(lost, l)
+		}
+	}
+	return add, drop, lost
+}
+
+// same tells whether recorded link h is l as the Topology has it now.
+func same(h podstore.Link, l v1beta1.Link) bool {
+	return h.LocalIntf == l.LocalIntf && h.PeerPod == l.PeerPod && h.PeerIntf == l.PeerIntf
+}
+
+// unwireLinks removes a pod's ends of recorded links and, for VXLANs, the
+// peers' ends on their nodes, remoteCallsInFlight calls at a time as DEL
+// removes them (a Topology deleted before its 1,024-link pod took 30 s
+// one call at a time); a veth's peer end goes with it. It returns the
+// links removed, and the failures: a peer node that does not answer fails its link, with
+// the link still recorded, so that the next pass tries again.
+func (w *Wirer) unwireLinks(ctx context.Context, k podstore.Key, ns *links.Netns, ls []podstore.Link, log *slog.Logger) (dropped map[int]bool, failed []error) {
+	var (
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, remoteCallsInFlight)
+	)
+	dropped = map[int]bool{}
+	done := func(l podstore.Link, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			failed = append(failed, err)
+			return
+		}
+		dropped[l.UID] = true
+		log.Info("link removed from a running pod", "link", l.UID, "intf", l.LocalIntf, "peer", l.PeerPod)
+	}
+	for _, l := range ls {
+		remote, err := w.deleteLocalEnd(k, ns, l)
+		if err != nil || !remote {
+			done(l, err)
+			continue
+		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if err := w.deleteRemoteEnd(ctx, k, l); err != nil {
+				done(l, fmt.Errorf("link %d (%s): its peer's end: %w", l.UID, l.LocalIntf, err))
+				return
+			}
+			done(l, nil)
+		})
+	}
+	wg.Wait()
+	return dropped, failed
+}
+
+// deleteLocalEnd removes a pod's end of a recorded link (a veth's peer end
+// goes with it) under the locks of both ends; ns nil means the pod's
+// namespace, and its interfaces, are gone already. It returns whether the
+// peer's end lives on another node and must be removed there (a VXLAN, or a
+// link still pending).
+func (w *Wirer) deleteLocalEnd(k podstore.Key, ns *links.Netns, l podstore.Link) (remote bool, err error) {
+	peerKey := podstore.Key{Namespace: k.Namespace, Name: l.PeerPod}
+	_, peerLocal := w.cfg.Store.Get(peerKey)
+	lockKeys := []linklock.Key{endKey(k, l.LocalIntf)}
+	if peerLocal && l.Kind != v1beta1.LinkKindPhy && l.Kind != v1beta1.LinkKindMacvlan {
+		lockKeys = append(lockKeys, endKey(peerKey, l.PeerIntf))
+	}
+	if ns != nil {
+		unlock := w.cfg.Locks.Lock(lockKeys...)
+		err := links.Delete(ns, l.LocalIntf)
+		unlock()
+		if err != nil {
+			return false, fmt.Errorf("link %d (%s): %w", l.UID, l.LocalIntf, err)
+		}
+	}
+	remote = !peerLocal && (l.Kind == v1beta1.LinkKindVXLAN || l.Kind == "")
+	return remote, nil
+}
