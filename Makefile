@@ -16,7 +16,10 @@ build:
 
 # The lab runs the meshnet binaries with containernetworking's loopback
 # plugin as every node's primary CNI, and grpcurl for the commands it prints.
-LAB_TOPOLOGY ?= examples/line-3/topology.yml
+# make lab's lab is a containerlab file (real routers, FRR); the emulated lab
+# runs k8s-topo files only (its pods are network namespaces, no images).
+LAB_TOPOLOGY ?= examples/frr-ospf/frr-ospf.clab.yml
+LAB_EMULATED_TOPOLOGY ?= examples/line-3/topology.yml
 LAB_FLAGS ?=
 
 lab-bin: build
@@ -33,7 +36,7 @@ node-bin: lab-bin
 # pods are namespaces wired through libcni (fast; the kernel tier's).
 lab-emulated: lab-bin
 	@bash hack/deps.sh
-	KUBEBUILDER_ASSETS=$$(bash hack/controlplane.sh) $(BIN)/meshnet-lab up $(LAB_FLAGS) $(LAB_TOPOLOGY)
+	KUBEBUILDER_ASSETS=$$(bash hack/controlplane.sh) $(BIN)/meshnet-lab up $(LAB_FLAGS) $(LAB_EMULATED_TOPOLOGY)
 
 # The main job: the lab on real nodes (kube-controller-manager,
 # kube-scheduler, and per node containerd, kubelet and kube-proxy), meshnet
@@ -49,7 +52,7 @@ lab-down:
 # sch_netem), with a shell there; `poweroff -f` ends it.
 lab-vm:
 	@bash hack/deps.sh
-	KUBEBUILDER_ASSETS=$$(bash hack/controlplane.sh) $(GO) run ./hack/vmtest -lab $(LAB_TOPOLOGY)
+	KUBEBUILDER_ASSETS=$$(bash hack/controlplane.sh) $(GO) run ./hack/vmtest -lab $(LAB_EMULATED_TOPOLOGY)
 
 generate: generate-crd generate-proto
 

@@ -15,7 +15,7 @@ import (
 // frrLab is a containerlab file as containerlab's FRR examples are written:
 // three FRR routers in an OSPF triangle, a host behind router1 and one
 // behind router2.
-const frrLab = "../internal/kubectl-meshnet/clabfile/testdata/frr-ospf/frr-ospf.clab.yml"
+const frrLab = "../examples/frr-ospf/frr-ospf.clab.yml"
 
 // containerlabFRRLab runs frrLab unchanged on the cluster with kubectl
 // meshnet clab apply, from the lab registry's FRR and host images: every OSPF adjacency comes up Full

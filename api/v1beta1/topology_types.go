@@ -519,8 +519,41 @@ func (t *Topology) Link(uid int) *Link {
 // up, with carrier, as specified (OmittedLinks): with fewer than
 // MaxListedUnconverged links listed, every other link is among them.
 func (t *Topology) AsSpecified(uid int) bool {
-	return t != nil && t.Status.OmittedLinks > 0 && len(t.Status.Links) < MaxListedUnconverged && t.LinkStatus(uid) == nil
+	return t.shortened() && t.LinkStatus(uid) == nil
 }
+
+// shortened reports whether the status lists only the links not up as
+// specified, all of them: every link it leaves out is up as specified.
+func (t *Topology) shortened() bool {
+	return t != nil && t.Status.OmittedLinks > 0 && len(t.Status.Links) < MaxListedUnconverged
+}
+
+// LinkStatusIndex answers LinkStatus and AsSpecified for every link of a
+// Topology in constant time, for readers that look up each link of a wide
+// one (LinkStatus scans the list).
+// +kubebuilder:object:generate=false
+type LinkStatusIndex struct {
+	t     *Topology
+	byUID map[int]*LinkStatus
+}
+
+// LinkStatuses indexes t's status by link uid; t may be nil.
+func (t *Topology) LinkStatuses() LinkStatusIndex {
+	x := LinkStatusIndex{t: t}
+	if t != nil {
+		x.byUID = make(map[int]*LinkStatus, len(t.Status.Links))
+		for i := range t.Status.Links {
+			x.byUID[t.Status.Links[i].UID] = &t.Status.Links[i]
+		}
+	}
+	return x
+}
+
+// Of is the status of link uid, as Topology.LinkStatus.
+func (x LinkStatusIndex) Of(uid int) *LinkStatus { return x.byUID[uid] }
+
+// AsSpecified is Topology.AsSpecified.
+func (x LinkStatusIndex) AsSpecified(uid int) bool { return x.t.shortened() && x.byUID[uid] == nil }
 
 // LinkManagedFields are the spec fields of link uid that the controller
 // applied (status.managed), in the order state, mtu, netem.

@@ -1,8 +1,11 @@
 // Command meshnet-lab runs meshnet on one machine: a real kube-apiserver and
-// etcd, emulated nodes each running meshnetd, meshnet-controller, and the
-// pods of a k8s-topo topology file wired by meshnet-cni.
+// etcd, nodes each running meshnetd (emulated, or with -real kubelet and
+// containerd, meshnet installed from deploy/), meshnet-controller, and the
+// pods of a k8s-topo topology file or, on real nodes, of a containerlab file,
+// wired by meshnet-cni.
 //
-//	meshnet-lab up examples/line-3/topology.yml    start a lab in the background, print what to try
+//	meshnet-lab up -real examples/frr-ospf/frr-ospf.clab.yml   start a lab in the background, print what to try
+//	meshnet-lab up examples/line-3/topology.yml    the emulated lab
 //	meshnet-lab down                               remove every trace of it
 //	meshnet-lab import FILE [-namespace NS]        print the file's Topology objects, for kubectl apply -f -
 package main
@@ -28,7 +31,9 @@ import (
 )
 
 const usage = `usage:
-  meshnet-lab up [flags] TOPOLOGY.yml   start a lab in the background and print what to try
+  meshnet-lab up [flags] TOPOLOGY.yml   start a lab in the background and print what to try:
+                                        TOPOLOGY.yml is a k8s-topo file, or with -real a
+                                        containerlab file (LAB.clab.yml)
   meshnet-lab down [-dir DIR]           stop the lab and remove every trace of it
   meshnet-lab import [-namespace NS] TOPOLOGY.yml
                                         print the Topology objects of a k8s-topo file

@@ -56,7 +56,7 @@ func run() error {
 	flag.Float64Var(&qps, "kube-api-qps", 50, "requests per second to the API server")
 	flag.IntVar(&cfg.KubeBurst, "kube-api-burst", 100, "burst of requests to the API server")
 	macvlanParents := flag.String("macvlan-parents", os.Getenv("MACVLAN_PARENTS"), "comma-separated NICs of the node trusted as macvlan parents whatever their kind (a kind node's eth0 is a veth); others must not be a veth, a bridge or a bridge's port (default $MACVLAN_PARENTS)")
-	flag.Int64Var(&cfg.MemoryLimit, "memory-limit", envInt("MEMORY_LIMIT"), "the container's memory limit in bytes (default $MEMORY_LIMIT, which the DaemonSet sets from limits.memory); meshnetd's Go memory limit is 90% of it unless GOMEMLIMIT is set")
+	flag.Int64Var(&cfg.MemoryLimit, "memory-limit", envInt("MEMORY_LIMIT"), "the container's memory limit in bytes (default $MEMORY_LIMIT, which the DaemonSet sets from limits.memory); meshnetd's Go memory limit is 90% of it less the kernel memory charged to the container (its interfaces), unless GOMEMLIMIT is set")
 	flag.BoolVar(&cfg.Profiling, "pprof", false, "serve net/http/pprof on the HTTP port, /debug/pprof/ (off by default)")
 	flag.StringVar(&logFormat, "log-format", "json", "log format: json or text")
 	flag.Parse()

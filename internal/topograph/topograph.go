@@ -136,7 +136,8 @@ func (b *builder) edgeEnd(pod, intf string, uid int) *meshnetv1.GraphEdgeEnd {
 }
 
 func newBuilder(g Graph) *builder {
-	b := &builder{g: g, topos: make(map[string]*v1beta1.Topology, len(g.Topologies)), nodes: map[string]*nodeAcc{}}
+	b := &builder{g: g, topos: make(map[string]*v1beta1.Topology, len(g.Topologies)),
+		statuses: map[*v1beta1.Topology]v1beta1.LinkStatusIndex{}, nodes: map[string]*nodeAcc{}}
 	for i := range g.Topologies {
 		b.topos[g.Topologies[i].Name] = &g.Topologies[i]
 	}
@@ -144,9 +145,10 @@ func newBuilder(g Graph) *builder {
 }
 
 type builder struct {
-	g     Graph
-	topos map[string]*v1beta1.Topology
-	nodes map[string]*nodeAcc
+	g        Graph
+	topos    map[string]*v1beta1.Topology
+	statuses map[*v1beta1.Topology]v1beta1.LinkStatusIndex // built as first needed
+	nodes    map[string]*nodeAcc
 }
 
 // nodeAcc is a node row and the states of the links that touch it.
@@ -360,7 +362,12 @@ func PeerID(l *v1beta1.Link, node string) string {
 // end gathers what is known of pod's interface intf, link uid; t is the
 // pod's Topology, nil when it has none.
 func (b *builder) end(pod string, t *v1beta1.Topology, intf string, uid int) end {
-	e := end{pod: pod, intf: intf, status: t.LinkStatus(uid), asSpecified: t.AsSpecified(uid)}
+	st, ok := b.statuses[t]
+	if !ok {
+		st = t.LinkStatuses()
+		b.statuses[t] = st
+	}
+	e := end{pod: pod, intf: intf, status: st.Of(uid), asSpecified: st.AsSpecified(uid)}
 	if p := b.g.Pods[pod]; p != nil {
 		e.present = p.DeletionTimestamp == nil
 		e.node = p.Spec.NodeName

@@ -18,7 +18,10 @@ import (
 	"github.com/meshnet/meshnet/api/v1beta1"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/frr-ospf/objects.yaml from the converter's output")
+// frrLab is the FRR lab of examples/, which `make lab` runs.
+var frrLab = filepath.Join("..", "..", "..", "examples", "frr-ospf")
+
+var update = flag.Bool("update", false, "rewrite testdata/frr-ospf.objects.yaml from the converter's output")
 
 // files is a lab directory holding the given files, each mode 0644.
 func files(kv ...string) fstest.MapFS {
@@ -156,16 +159,16 @@ func checkValid(t *testing.T, o Objects) {
 	}
 }
 
-// TestFRRLab converts testdata/frr-ospf, a lab in the shape of
+// TestFRRLab converts examples/frr-ospf, the lab in the shape of
 // containerlab's FRR examples, and compares every object with
-// testdata/frr-ospf/objects.yaml (go test -update rewrites it); the
+// testdata/frr-ospf.objects.yaml (go test -update rewrites it); the
 // tests below check the parts one by one.
 func TestFRRLab(t *testing.T) {
-	data, err := os.ReadFile("testdata/frr-ospf/frr-ospf.clab.yml")
+	data, err := os.ReadFile(filepath.Join(frrLab, "frr-ospf.clab.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	lab, err := Parse(data, os.DirFS("testdata/frr-ospf"), nil)
+	lab, err := Parse(data, os.DirFS(frrLab), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +194,7 @@ func TestFRRLab(t *testing.T) {
 	if err := o.WriteYAML(&buf); err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "frr-ospf", "objects.yaml")
+	golden := filepath.Join("testdata", "frr-ospf.objects.yaml")
 	if *update {
 		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
 			t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 )
 
 // TestDocsShowTheRealOutput keeps docs/containerlab.md true: it must show
-// the FRR lab as testdata has it, the converter's objects and ignored
+// the FRR lab as examples/frr-ospf has it, the converter's objects and ignored
 // settings for it, its errors for testdata/refused, and name every
 // setting the converter refuses or ignores.
 func TestDocsShowTheRealOutput(t *testing.T) {
@@ -23,15 +23,15 @@ func TestDocsShowTheRealOutput(t *testing.T) {
 			t.Errorf("docs/containerlab.md does not show %s as it is:\n%s", what, s)
 		}
 	}
-	for _, f := range []string{"frr-ospf/frr-ospf.clab.yml", "frr-ospf/objects.yaml", "refused/refused.clab.yml"} {
-		data, err := os.ReadFile(filepath.Join("testdata", f))
+	for _, f := range []string{filepath.Join(frrLab, "frr-ospf.clab.yml"), "testdata/frr-ospf.objects.yaml", "testdata/refused/refused.clab.yml"} {
+		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		mustShow(f, string(data))
 	}
-	data, _ := os.ReadFile("testdata/frr-ospf/frr-ospf.clab.yml")
-	lab, err := Parse(data, os.DirFS("testdata/frr-ospf"), nil)
+	data, _ := os.ReadFile(filepath.Join(frrLab, "frr-ospf.clab.yml"))
+	lab, err := Parse(data, os.DirFS(frrLab), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package clabfile
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -55,7 +56,7 @@ func FuzzParse(f *testing.F) {
 	for _, m := range malformed {
 		f.Add([]byte(m))
 	}
-	if data, err := os.ReadFile("testdata/frr-ospf/frr-ospf.clab.yml"); err == nil {
+	if data, err := os.ReadFile(filepath.Join(frrLab, "frr-ospf.clab.yml")); err == nil {
 		f.Add(data)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

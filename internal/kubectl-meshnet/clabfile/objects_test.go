@@ -293,13 +293,13 @@ func TestExecScriptRuns(t *testing.T) {
 // TestDeterministic converts the same lab many times: the same bytes each
 // time, whatever Go's map order.
 func TestDeterministic(t *testing.T) {
-	data, err := os.ReadFile("testdata/frr-ospf/frr-ospf.clab.yml")
+	data, err := os.ReadFile(filepath.Join(frrLab, "frr-ospf.clab.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var first []byte
 	for i := range 20 {
-		lab, err := Parse(data, os.DirFS("testdata/frr-ospf"), nil)
+		lab, err := Parse(data, os.DirFS(frrLab), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -209,7 +209,7 @@ func patchTopology(t *testing.T, env *clustertest.Env, ns, name, patch, owner st
 // with result, in the order of objects.yaml.
 func appliedLines(t *testing.T, result string) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "clabfile", "testdata", "frr-ospf", "objects.yaml"))
+	data, err := os.ReadFile(filepath.Join("..", "clabfile", "testdata", "frr-ospf.objects.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func markReady(t *testing.T, env *clustertest.Env, ns string) {
 // copyLab copies the FRR lab into a directory of the test's, to edit.
 func copyLab(t *testing.T) string {
 	t.Helper()
-	src := filepath.Join("..", "clabfile", "testdata", "frr-ospf")
+	src := filepath.Join("..", "..", "..", "examples", "frr-ospf")
 	dst := t.TempDir()
 	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
 		t.Fatal(err)

@@ -22,8 +22,8 @@ import (
 )
 
 var (
-	frrLab     = filepath.Join("..", "clabfile", "testdata", "frr-ospf", "frr-ospf.clab.yml")
-	frrObjects = filepath.Join("..", "clabfile", "testdata", "frr-ospf", "objects.yaml")
+	frrLab     = filepath.Join("..", "..", "..", "examples", "frr-ospf", "frr-ospf.clab.yml")
+	frrObjects = filepath.Join("..", "clabfile", "testdata", "frr-ospf.objects.yaml")
 	refusedLab = filepath.Join("..", "clabfile", "testdata", "refused", "refused.clab.yml")
 )
 

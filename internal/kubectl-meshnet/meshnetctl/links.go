@@ -116,11 +116,13 @@ func (o *options) topology(ctx context.Context, pod string) (*v1beta1.Topology, 
 // linkView is one link end: what the Topology asks for and what its status
 // says the kernel has (nil until the link is wired).
 type linkView struct {
-	Namespace string              `json:"namespace"`
-	Pod       string              `json:"pod"`
-	Peer      string              `json:"peer"`
-	Spec      v1beta1.Link        `json:"spec"`
-	Status    *v1beta1.LinkStatus `json:"status,omitempty"`
+	Namespace string `json:"namespace"`
+	Pod       string `json:"pod"`
+	// Node is the pod's, as the status says.
+	Node   string              `json:"node,omitempty"`
+	Peer   string              `json:"peer"`
+	Spec   v1beta1.Link        `json:"spec"`
+	Status *v1beta1.LinkStatus `json:"status,omitempty"`
 	// AsSpecified is true when the status leaves the link out because it
 	// is up, with carrier, as specified: a Topology past 4,096 links lists
 	// only the others.
@@ -150,9 +152,11 @@ func linkViews(topos []v1beta1.Topology) []linkView {
 	var views []linkView
 	for i := range topos {
 		t := &topos[i]
+		statuses := t.LinkStatuses()
 		for _, l := range t.Spec.Links {
 			views = append(views, linkView{
-				Namespace: t.Namespace, Pod: t.Name, Peer: peerOf(t, &l), Spec: l, Status: t.LinkStatus(l.UID), AsSpecified: t.AsSpecified(l.UID),
+				Namespace: t.Namespace, Pod: t.Name, Node: t.Status.Node, Peer: peerOf(t, &l), Spec: l,
+				Status: statuses.Of(l.UID), AsSpecified: statuses.AsSpecified(l.UID),
 			})
 		}
 	}
@@ -187,7 +191,7 @@ func printLinks(w io.Writer, views []linkView, wide, withCounters bool) error {
 			netem, lastErr = words(s.Netem), or(s.LastError, none)
 		case v.AsSpecified:
 			state, carrier = string(v1beta1.LinkUp), "yes"
-			kind, mtu, netem, node = unlisted, unlisted, unlisted, unlisted
+			kind, mtu, netem, node = unlisted, unlisted, unlisted, or(v.Node, unlisted)
 		}
 		row := []string{v.Pod, v.Spec.LocalIntf, v.Peer, kind, state, carrier, mtu, netem, node}
 		if withCounters {

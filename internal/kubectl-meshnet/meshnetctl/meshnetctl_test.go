@@ -253,8 +253,8 @@ func TestRuntimeNote(t *testing.T) {
 
 // TestLinksOfAWideTopology: a link the status leaves out as up as
 // specified (past 4,096 links it lists only the others) is printed up
-// with carrier, what the status does not say unlisted; a link it lists is
-// printed as it says.
+// with carrier on the pod's node, what the status does not say unlisted; a
+// link it lists is printed as it says.
 func TestLinksOfAWideTopology(t *testing.T) {
 	topo := v1beta1.Topology{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: "r1"}}
 	topo.Spec.Links = []v1beta1.Link{{UID: 1, PeerPod: "r2", LocalIntf: "e1", PeerIntf: "e1"}, {UID: 2, PeerPod: "r2", LocalIntf: "e2", PeerIntf: "e2"}}
@@ -266,7 +266,7 @@ func TestLinksOfAWideTopology(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `POD   INTERFACE   PEER    KIND         STATE   CARRIER   MTU          NETEM        NODE
-r1    e1          r2:e1   <unlisted>   up      yes       <unlisted>   <unlisted>   <unlisted>
+r1    e1          r2:e1   <unlisted>   up      yes       <unlisted>   <unlisted>   node-1
 r1    e2          r2:e2   vxlan        down    no        1450         <none>       node-1
 `
 	if out.String() != want {

@@ -12,14 +12,6 @@ import (
 	"github.com/meshnet/meshnet/internal/netemconv"
 )
 
-// Spec fields the controller manages per link, as recorded in
-// status.managed.
-const (
-	managedState = v1beta1.ManagedState
-	managedMTU   = v1beta1.ManagedMTU
-	managedNetem = v1beta1.ManagedNetem
-)
-
 // desired is a pod's runtime state computed from its Topology.
 type desired struct {
 	request *meshnetv1.ApplyPodRequest
@@ -77,8 +69,8 @@ func desiredState(topo *v1beta1.Topology, pod *corev1.Pod, peers map[string]*v1b
 				d.heldDown[l.UID] = l.PeerPod
 			}
 			spec.State = state.Proto().Enum()
-			managed = append(managed, managedState)
-		case slices.Contains(before[l.UID], managedState) && !held:
+			managed = append(managed, v1beta1.ManagedState)
+		case slices.Contains(before[l.UID], v1beta1.ManagedState) && !held:
 			// Left to the peer when it holds the link down: its apply
 			// brings both ends up once it lets go.
 			spec.State = meshnetv1.LinkState_LINK_STATE_UP.Enum()
@@ -86,7 +78,7 @@ func desiredState(topo *v1beta1.Topology, pod *corev1.Pod, peers map[string]*v1b
 		if l.MTU != nil {
 			mtu := uint32(*l.MTU)
 			spec.Mtu = &mtu
-			managed = append(managed, managedMTU)
+			managed = append(managed, v1beta1.ManagedMTU)
 		}
 		switch {
 		case l.Netem != nil:
@@ -99,8 +91,8 @@ func desiredState(topo *v1beta1.Topology, pod *corev1.Pod, peers map[string]*v1b
 				return desired{}, fmt.Errorf("link uid %d: %s", l.UID, strings.Join(msgs, "; "))
 			}
 			spec.Netem = netemconv.ToProto(s)
-			managed = append(managed, managedNetem)
-		case slices.Contains(before[l.UID], managedNetem):
+			managed = append(managed, v1beta1.ManagedNetem)
+		case slices.Contains(before[l.UID], v1beta1.ManagedNetem):
 			spec.Netem = &meshnetv1.NetemSpec{}
 		}
 		d.request.Links = append(d.request.Links, spec)

@@ -150,7 +150,7 @@ func (n *Node) primaryCNI() error {
 
 // Start starts the node's containerd, kubelet and kube-proxy.
 func (n *Node) Start() error {
-	if err := n.StartRuntime(); err != nil {
+	if err := n.startRuntime(); err != nil {
 		return err
 	}
 	n.mu.Lock()
@@ -175,9 +175,8 @@ func (n *Node) Start() error {
 	return nil
 }
 
-// StartRuntime starts containerd and kubelet, as a node's boot does; pods'
-// containers started before keep running across a StopRuntime.
-func (n *Node) StartRuntime() error {
+// startRuntime starts containerd and kubelet, as a node's boot does.
+func (n *Node) startRuntime() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	const sock = "/run/containerd/containerd.sock" // in the node's mount namespace
@@ -195,7 +194,7 @@ func (n *Node) StartRuntime() error {
 		}
 		n.containerd = p
 		// The socket as the host sees it: through containerd's own root.
-		if err := waitSocket(fmt.Sprintf("/proc/%d/root%s", p.cmd.Process.Pid, sock), p, 30*time.Second); err != nil {
+		if err := waitSocket(fmt.Sprintf("/proc/%d/root%s", p.pid(), sock), p, 30*time.Second); err != nil {
 			return fmt.Errorf("containerd on %s: %w", n.Name, err)
 		}
 	}
@@ -218,24 +217,16 @@ func (n *Node) StartRuntime() error {
 	return nil
 }
 
-// StopRuntime stops kubelet and containerd, as a node's runtime crash or
-// upgrade does; the pods' containers keep running under their shims.
-func (n *Node) StopRuntime() error {
+// PID is the process ID of the node's component now running:
+// "containerd", "kubelet" or "kube-proxy"; 0 when it is not running.
+func (n *Node) PID(component string) int {
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	var errs []error
-	for _, p := range []**process{&n.kubelet, &n.containerd} {
-		if *p != nil {
-			if err := (*p).stop(); err != nil {
-				errs = append(errs, err)
-			}
-			*p = nil
-		}
+	p := map[string]*process{"containerd": n.containerd, "kubelet": n.kubelet, "kube-proxy": n.kproxy}[component]
+	n.mu.Unlock()
+	if p == nil {
+		return 0
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("stop the runtime of %s: %v", n.Name, errs)
-	}
-	return nil
+	return p.pid()
 }
 
 func (n *Node) kubeletLog() string {
@@ -288,7 +279,7 @@ func waitSocket(path string, p *process, timeout time.Duration) error {
 		}
 		select {
 		case <-p.exited:
-			return fmt.Errorf("exited: %v\n%s", p.cmd.ProcessState, tail(p.log(), 20))
+			return fmt.Errorf("exited: %v\n%s", p.state(), tail(p.log(), 20))
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {

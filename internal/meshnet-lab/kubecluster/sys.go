@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -36,27 +37,44 @@ func run(argv ...string) error {
 	return nil
 }
 
-// process is a program of the cluster, logging to a file of its own.
+// process is a program of the cluster, logging to a file of its own, and
+// started again when it dies, as systemd restarts a node's kubelet,
+// containerd and kube-proxy (Restart=always): a killed kubelet comes back,
+// as on a real node.
 type process struct {
 	name    string
 	logFile string
-	cmd     *exec.Cmd
-	exited  chan struct{}
+	argv    []string
+	c       *Cluster
+	// exited is closed once the program is down for good: stopped, or
+	// given up on after crashing at start again and again.
+	exited chan struct{}
+	stopc  chan struct{} // closed by stop
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd // the running one, or the last
+	running  bool      // cmd has not exited
+	stopping bool
 }
 
+// Restarts of a program that dies: after restartDelay; but a program that
+// dies within startLimitWindow of its start startLimitBurst times in a row is
+// left down, as systemd's start limit leaves it (a broken configuration
+// would crash forever).
+const (
+	restartDelay     = time.Second
+	startLimitWindow = 10 * time.Second
+	startLimitBurst  = 5
+)
+
 // start starts argv, inside the namespaces named by ns ("" for the host's;
-// "NET" or "NET|MNT" for a network and a mount namespace's files).
+// "NET" or "NET|MNT" for a network and a mount namespace's files), and
+// keeps it running until stop.
 func (c *Cluster) start(name, ns string, argv ...string) (*process, error) {
 	dir := filepath.Join(c.opts.Dir, "logs")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	logFile := filepath.Join(dir, name+".log")
-	logf, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close()
 	if ns != "" {
 		netNS, mntNS, _ := strings.Cut(ns, "|")
 		pre := []string{"nsenter", "--net=" + netNS}
@@ -65,28 +83,113 @@ func (c *Cluster) start(name, ns string, argv ...string) (*process, error) {
 		}
 		argv = append(append(pre, "--"), argv...)
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
+	p := &process{name: name, logFile: filepath.Join(dir, name+".log"), argv: argv, c: c,
+		exited: make(chan struct{}), stopc: make(chan struct{})}
+	cmd, err := p.run()
+	if err != nil {
+		return nil, err
+	}
+	go p.supervise(cmd)
+	return p, nil
+}
+
+// run starts the program once.
+func (p *process) run() (*exec.Cmd, error) {
+	logf, err := os.OpenFile(p.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(p.argv[0], p.argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group: a terminal's ^C reaches the cluster, which
 	// stops its programs in order.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
+		return nil, fmt.Errorf("start %s: %w", p.name, err)
 	}
-	c.log.Debug("started", "process", name, "pid", cmd.Process.Pid, "log", logFile)
-	p := &process{name: name, logFile: logFile, cmd: cmd, exited: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.exited) }()
-	return p, nil
+	p.mu.Lock()
+	p.cmd, p.running = cmd, true
+	p.mu.Unlock()
+	p.c.log.Debug("started", "process", p.name, "pid", cmd.Process.Pid, "log", p.logFile)
+	return cmd, nil
 }
 
-// stop sends SIGTERM and waits up to 20 s before killing.
+// supervise waits for cmd and starts the program again when it died
+// unasked, until stop or the start limit.
+func (p *process) supervise(cmd *exec.Cmd) {
+	defer close(p.exited)
+	quick := 0 // deaths in a row within startLimitWindow of their start
+	for restarts := 1; ; restarts++ {
+		started := time.Now()
+		_ = cmd.Wait()
+		p.mu.Lock()
+		p.running = false
+		stopping := p.stopping
+		p.mu.Unlock()
+		if stopping {
+			return
+		}
+		if time.Since(started) < startLimitWindow {
+			quick++
+		} else {
+			quick = 0
+		}
+		if quick >= startLimitBurst {
+			p.c.log.Error("died at start too often; left down", "process", p.name, "status", cmd.ProcessState.String(), "log", p.logFile)
+			return
+		}
+		p.c.log.Warn("died; starting it again", "process", p.name, "status", cmd.ProcessState.String(), "in", restartDelay, "restart", restarts, "log", p.logFile)
+		select {
+		case <-p.stopc:
+			return
+		case <-time.After(restartDelay):
+		}
+		next, err := p.run()
+		if err != nil {
+			p.c.log.Error("restart failed; left down", "process", p.name, "error", err)
+			return
+		}
+		cmd = next
+	}
+}
+
+// pid is the running program's process ID; 0 while it is down.
+func (p *process) pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.running {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// state is how the last run of the program ended, for errors.
+func (p *process) state() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.running {
+		return "running"
+	}
+	return p.cmd.ProcessState.String()
+}
+
+// stop sends SIGTERM and waits up to 20 s before killing; the program is
+// not started again.
 func (p *process) stop() error {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.mu.Lock()
+	if !p.stopping {
+		p.stopping = true
+		close(p.stopc)
+	}
+	cmd := p.cmd
+	p.mu.Unlock()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.exited:
 		return nil
 	case <-time.After(20 * time.Second):
-		_ = p.cmd.Process.Kill()
+		_ = cmd.Process.Kill()
 		<-p.exited
 		return fmt.Errorf("%s did not stop within 20s of SIGTERM; killed", p.name)
 	}

@@ -73,7 +73,6 @@ func (g guide) String() string {
 	w("  kubectl get topo -n %s", ns)
 	w("  kubectl get topo -n %s %s -o yaml          # status: what the kernel has", ns, local.Name)
 	w("  kubectl edit topo -n %s %s                 # on link %s add:  netem: {delay: 50ms}", ns, local.Name, local.Intf)
-	kubectlMeshnet(w, g.binDir, ns, local.Name, local.Intf)
 	if ip := addr(peer.IP); ip != "" {
 		w("  ip netns exec %s ping -c 3 %s", filepath.Base(pod.Netns), ip)
 	}
@@ -86,6 +85,9 @@ func (g guide) String() string {
 	w(`  curl -s -X PUT -H %s -d '{"delay":"0.020s","lossPercent":10}' %s/links/%s/netem`, auth, rest, local.Intf)
 	w(`  curl -s -X DELETE -H %s %s/links/%s/netem`, auth, rest, local.Intf)
 	w(`  curl -sN -H %s "%s/links/%s/capture?max_packets=4&duration=3s" | tshark -r -   # its traffic, live; or | wireshark -k -i -`, auth, rest, local.Intf)
+	// After the runtime changes above: kubectl meshnet writes the state
+	// into the Topology, which the controller then keeps.
+	kubectlMeshnet(w, g.binDir, ns, local.Name, local.Intf)
 	w("  curl -s http://%s:%d/v1/namespaces/%s/graph       # what Grafana's Node Graph draws", node.IP, lab.HTTPPort, ns)
 	w("  curl -s http://%s:%d/metrics | grep meshnet_link_", node.IP, lab.HTTPPort)
 	w("%s", pageLine("http", node.IP.String(), ns))
@@ -103,7 +105,7 @@ func kubectlMeshnet(w func(string, ...any), binDir, ns, pod, intf string) bool {
 	w("  export PATH=%s:$PATH                       # kubectl finds its plugin kubectl-meshnet there", binDir)
 	w("  kubectl meshnet links -n %s", ns)
 	w("  kubectl meshnet down %s %s -n %s             # a cable pull, kept in the Topology", pod, intf, ns)
-	w("  kubectl meshnet up %s %s -n %s", pod, intf, ns)
+	w("  kubectl meshnet up %s %s -n %s               # the Topology now says state: up: the controller keeps the link up", pod, intf, ns)
 	w("  kubectl meshnet graph -n %s", ns)
 	return true
 }

@@ -34,7 +34,8 @@ type Config struct {
 	Dir    string // the lab's state directory
 	Assets string // kube-apiserver and etcd
 	BinDir string // meshnetd, meshnet-cni, meshnet-controller, loopback (and grpcurl)
-	// Topology is the k8s-topo topology file.
+	// Topology is the k8s-topo topology file, or a containerlab file
+	// (IsContainerlab), which runs on real nodes only.
 	Topology  string
 	Namespace string
 	Nodes     int
@@ -56,12 +57,17 @@ const (
 // Serve runs the lab in the foreground until ctx ends, then removes it. It
 // writes the guide (what to try) once every Topology is Ready.
 func Serve(ctx context.Context, cfg Config) (err error) {
-	f, err := readTopology(cfg.Topology)
-	if err != nil {
-		return err
-	}
 	if cfg.Nodes < 1 {
 		return fmt.Errorf("--nodes %d: a lab needs at least one node", cfg.Nodes)
+	}
+	var f *topofile.File
+	if IsContainerlab(cfg.Topology) {
+		err = checkContainerlab(cfg)
+	} else {
+		f, err = readTopology(cfg.Topology)
+	}
+	if err != nil {
+		return err
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return err
@@ -69,7 +75,10 @@ func Serve(ctx context.Context, cfg Config) (err error) {
 	if err := os.WriteFile(filepath.Join(cfg.Dir, pidFile), fmt.Appendf(nil, "%d\n", os.Getpid()), 0o644); err != nil {
 		return err
 	}
-	if cfg.Real {
+	switch {
+	case f == nil:
+		return serveContainerlab(ctx, cfg)
+	case cfg.Real:
 		return serveReal(ctx, cfg, f)
 	}
 	log := cfg.Log

@@ -68,6 +68,12 @@ func labUp(t *testing.T, bin, rel string) (dir, guide string) {
 func TestKernelLabUpRunsItsGuideAndDownLeavesNothing(t *testing.T) {
 	bin := buildLab(t)
 	lab := filepath.Join(bin, "meshnet-lab")
+	// A containerlab file runs its nodes' images, which the emulated lab's
+	// pods cannot: refused at once, saying where it runs.
+	clab := exec.Command(lab, "up", "-dir", filepath.Join(t.TempDir(), "clab"), "-bin", bin, repoFile(t, "examples/frr-ospf/frr-ospf.clab.yml"))
+	if out, err := clab.CombinedOutput(); err == nil || !strings.Contains(string(out), "meshnet-lab up -real (make lab)") {
+		t.Errorf("meshnet-lab up (emulated) of a containerlab file: %v\n%s\nwant it refused, naming meshnet-lab up -real", err, out)
+	}
 	dir, guide := labUp(t, bin, "examples/physical-peer/topology.yml")
 
 	// The page the guide prints draws the physical device as its own node.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -21,10 +22,13 @@ import (
 	"github.com/meshnet/meshnet/internal/restapi"
 )
 
-// TestNodeLabUpRunsItsGuideAndDownLeavesNothing runs `make lab`'s lab on
-// real nodes with the meshnet-lab binary, runs the printed guide's commands
-// as printed, in order, in one shell (but kubectl edit, which needs an
-// editor), and checks that down leaves nothing behind.
+// TestNodeLabUpRunsItsGuideAndDownLeavesNothing runs `make lab`'s lab, the
+// containerlab file examples/frr-ospf (FRR routers running OSPF, and
+// hosts), on real nodes with the meshnet-lab binary, runs the printed
+// guide's commands as printed, in order, in one shell, checks that they
+// show what their comments say (OSPF neighbours Full, the traffic around a
+// pulled cable and back once it is put back), and that down leaves nothing
+// behind.
 func TestNodeLabUpRunsItsGuideAndDownLeavesNothing(t *testing.T) {
 	bin, assets := os.Getenv("MESHNET_NODE_BIN"), os.Getenv("KUBEBUILDER_ASSETS")
 	if bin == "" || assets == "" {
@@ -35,7 +39,7 @@ func TestNodeLabUpRunsItsGuideAndDownLeavesNothing(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "lab")
 	lab := filepath.Join(bin, "meshnet-lab")
 	up := exec.Command(lab, "up", "-real", "-dir", dir, "-bin", bin, "-overlay", filepath.Join(root, "deploy/overlays/kind"),
-		filepath.Join(root, "examples/line-3/topology.yml"))
+		filepath.Join(root, "examples/frr-ospf/frr-ospf.clab.yml"))
 	up.Env = append(os.Environ(), "KUBEBUILDER_ASSETS="+assets)
 	out, err := up.CombinedOutput()
 	t.Cleanup(func() { _ = exec.Command(lab, "down", "-dir", dir).Run() })
@@ -43,7 +47,7 @@ func TestNodeLabUpRunsItsGuideAndDownLeavesNothing(t *testing.T) {
 		t.Fatalf("meshnet-lab up -real: %v\n%s", err, out)
 	}
 	guide := string(out)
-	t.Logf("$ meshnet-lab up -real examples/line-3/topology.yml\n%s", guide)
+	t.Logf("$ meshnet-lab up -real examples/frr-ospf/frr-ospf.clab.yml\n%s", guide)
 
 	// The topology page the guide prints, served by the installed
 	// DaemonSet's meshnetd, and the graph it draws from; before the
@@ -85,8 +89,8 @@ func TestNodeLabUpRunsItsGuideAndDownLeavesNothing(t *testing.T) {
 	}
 	token := createToken("--audience", "meshnetd")
 	var g struct{ Nodes, Edges []struct{ ID string } }
-	if code, body := httpGet(t, graph, token); code != http.StatusOK || json.Unmarshal([]byte(body), &g) != nil || len(g.Nodes) != 3 || len(g.Edges) != 2 {
-		t.Errorf("GET %s: %d %.300s, want line-3's 3 pods and 2 links", graph, code, body)
+	if code, body := httpGet(t, graph, token); code != http.StatusOK || json.Unmarshal([]byte(body), &g) != nil || len(g.Nodes) != 5 || len(g.Edges) != 5 {
+		t.Errorf("GET %s: %d %.300s, want frr-ospf's 5 pods and 5 links", graph, code, body)
 	}
 
 	var script []string
@@ -101,10 +105,35 @@ func TestNodeLabUpRunsItsGuideAndDownLeavesNothing(t *testing.T) {
 		t.Fatalf("the guide has %d commands, want at least 10 (kubectl, kubectl exec, grpcurl, curl):\n%s", len(script), guide)
 	}
 	sh := exec.Command("bash", "-euo", "pipefail", "-xc", strings.Join(script, "\n"))
-	if out, err := sh.CombinedOutput(); err != nil {
+	out, err = sh.CombinedOutput()
+	if err != nil {
 		t.Fatalf("the guide's commands: %v\n%s", err, out)
-	} else {
-		t.Logf("the guide's %d commands:\n%s", len(script), out)
+	}
+	t.Logf("the guide's %d commands:\n%s", len(script), out)
+	// What the comments say: router1's two neighbours Full; host1's
+	// traffic to host2 through router2 (its eth1, 192.168.1.2), around the
+	// pulled cable through router3 (192.168.2.3), and through router2 again
+	// once the cable is back.
+	shown := string(out)
+	if n := strings.Count(shown, "Full/"); n != 2 {
+		t.Errorf("the guide's show ip ospf neighbor shows %d neighbours Full, want router1's 2", n)
+	}
+	pull := strings.Index(shown, "+ kubectl meshnet down")
+	back := strings.Index(shown, "+ kubectl meshnet up")
+	if pull < 0 || back < pull {
+		t.Fatalf("the guide's output has no cable pull followed by its return")
+	}
+	// traceroute -n's second hop: " 2  192.168.1.2  0.101 ms"
+	secondHop := regexp.MustCompile(`(?m)^\s*2\s+(\d+\.\d+\.\d+\.\d+)\s`)
+	for _, c := range []struct{ what, out, hop string }{
+		{"before the pull", shown[:pull], "192.168.1.2"},
+		{"with the cable pulled", shown[pull:back], "192.168.2.3"},
+		{"with the cable back", shown[back:], "192.168.1.2"},
+	} {
+		m := secondHop.FindAllStringSubmatch(c.out, -1)
+		if len(m) != 1 || m[0][1] != c.hop {
+			t.Errorf("the guide's traceroute %s: second hops %v, want %s", c.what, m, c.hop)
+		}
 	}
 
 	down, err := exec.Command(lab, "down", "-dir", dir).CombinedOutput()

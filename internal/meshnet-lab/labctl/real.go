@@ -36,17 +36,9 @@ func serveReal(ctx context.Context, cfg Config, f *topofile.File) (err error) {
 			return fmt.Errorf("link %d: physical peers are not stood in on real nodes yet; use the emulated lab (make lab-emulated)", l.UID)
 		}
 	}
-	busybox := cfg.Busybox
-	if busybox == "" {
-		busybox = "/bin/busybox"
-	}
 	log := cfg.Log
 	start := time.Now()
-	c, err := kubecluster.New(ctx, kubecluster.Options{
-		Dir: cfg.Dir, Prefix: NetnsPrefix, Nodes: cfg.Nodes, MeshnetImage: "meshnet:dev", Log: log,
-		Binaries: kubecluster.Binaries{Assets: cfg.Assets, CNI: cfg.BinDir, Meshnet: cfg.BinDir,
-			Pause: filepath.Join(cfg.BinDir, "pause"), Busybox: busybox},
-	})
+	c, err := startCluster(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -54,13 +46,6 @@ func serveReal(ctx context.Context, cfg Config, f *topofile.File) (err error) {
 		log.Info("removing the lab")
 		err = errors.Join(err, c.Close())
 	}()
-	if err := c.Install(ctx, cfg.Overlay); err != nil {
-		return fmt.Errorf("install meshnet from %s: %w", cfg.Overlay, err)
-	}
-	log.Info("meshnet installed", "overlay", cfg.Overlay)
-	if err := c.Namespace(ctx, cfg.Namespace); err != nil {
-		return err
-	}
 	topos, err := f.Topologies(cfg.Namespace)
 	if err != nil {
 		return err
@@ -247,33 +232,25 @@ func (g realGuide) String(ctx context.Context) (string, error) {
 		}
 		w("  kubectl edit topo -n %s %s                 # on link %s add:  state: down", g.ns, local.Name, local.Intf)
 		w("  kubectl get topo -n %s %s -o yaml          # status: what the kernel has", g.ns, local.Name)
-		plugin := kubectlMeshnet(w, g.binDir, g.ns, local.Name, local.Intf)
 		for _, p := range pods.Items {
 			if p.Name == local.Name {
 				hostIP = p.Status.HostIP
 			}
 		}
-		grpcurl := "grpcurl"
-		if _, err := os.Stat(filepath.Join(g.binDir, "grpcurl")); err == nil {
-			grpcurl = filepath.Join(g.binDir, "grpcurl")
-		}
-		grpcTLS, curlTLS, scheme := "-plaintext", "", "http"
-		if g.caFile != "" {
-			// meshnetd serves TLS: the CA is the one meshnet-controller
-			// published (kubectl -n meshnet get configmap meshnet-ca).
-			w("  CA=%s   # meshnetd's CA: kubectl -n meshnet get configmap meshnet-ca -o jsonpath='{.data.ca\\.crt}'", g.caFile)
-			grpcTLS, curlTLS, scheme = "-cacert $CA", "--cacert $CA ", "https"
-		}
-		w("  TOKEN=$(kubectl -n meshnet create token meshnet-operator --audience meshnetd)")
-		w(`  %s %s -H "authorization: Bearer $TOKEN" -d '{"namespace":"%s","pod":"%s","interface":"%s","state":"LINK_STATE_DOWN"}' %s:%d meshnet.v1.LinkService/SetLinkState`,
-			grpcurl, grpcTLS, g.ns, local.Name, local.Intf, hostIP, lab.GRPCPort)
-		w(`  curl -s %s-H "authorization: Bearer $TOKEN" %s://%s:%d/v1/namespaces/%s/pods/%s/links   # reads need a token too`, curlTLS, scheme, hostIP, lab.HTTPPort, g.ns, local.Name)
+		// Straight at the node first: a runtime change lasts while the
+		// Topology says nothing of the link's state, which kubectl
+		// meshnet up/down below then does.
+		api := nodeAPI{binDir: g.binDir, caFile: g.caFile, hostIP: hostIP}
+		api.lines(w, "SetLinkState", fmt.Sprintf(`{"namespace":"%s","pod":"%s","interface":"%s","state":"LINK_STATE_DOWN"}`, g.ns, local.Name, local.Intf),
+			"a runtime change, in the kernel only: it lasts, as the Topology says nothing of the link's state",
+			fmt.Sprintf("/v1/namespaces/%s/pods/%s/links", g.ns, local.Name), "reads need a token too")
+		plugin := kubectlMeshnet(w, g.binDir, g.ns, local.Name, local.Intf)
 		if plugin {
 			w("  kubectl meshnet capture %s %s -n %s -c 4 --duration 3s -w - | tshark -r -   # its traffic, live, through the API server; or | wireshark -k -i -",
 				local.Name, local.Intf, g.ns)
 		} else {
 			w(`  curl -sN %s-H "authorization: Bearer $TOKEN" "%s://%s:%d/v1/namespaces/%s/pods/%s/links/%s/capture?max_packets=4&duration=3s" | tshark -r -`,
-				curlTLS, scheme, hostIP, lab.HTTPPort, g.ns, local.Name, local.Intf)
+				api.curlTLS(), api.scheme(), hostIP, lab.HTTPPort, g.ns, local.Name, local.Intf)
 		}
 	}
 	w("  kubectl -n meshnet rollout restart daemonset/meshnetd   # links and their state survive")
@@ -290,4 +267,51 @@ func (g realGuide) String(ctx context.Context) (string, error) {
 	}
 	w("Remove it: %s", g.down)
 	return b.String(), nil
+}
+
+// nodeAPI is how the guides reach a node's meshnetd straight, as the
+// README shows: grpcurl and curl with meshnetd's CA (none when it serves
+// plaintext) and a token of meshnet-operator's.
+type nodeAPI struct {
+	binDir, caFile, hostIP string
+}
+
+func (a nodeAPI) scheme() string {
+	if a.caFile != "" {
+		return "https"
+	}
+	return "http"
+}
+
+func (a nodeAPI) curlTLS() string {
+	if a.caFile != "" {
+		return "--cacert $CA "
+	}
+	return ""
+}
+
+// lines writes the CA and token lines, then a grpcurl call of method with
+// body and a curl GET of path, each with its comment.
+func (a nodeAPI) lines(w func(string, ...any), method, body, grpcComment, path, curlComment string) {
+	grpcurl := "grpcurl"
+	if _, err := os.Stat(filepath.Join(a.binDir, "grpcurl")); err == nil {
+		grpcurl = filepath.Join(a.binDir, "grpcurl")
+	}
+	grpcTLS := "-plaintext"
+	if a.caFile != "" {
+		// meshnetd serves TLS: the CA is the one meshnet-controller
+		// published (kubectl -n meshnet get configmap meshnet-ca).
+		w("  CA=%s   # meshnetd's CA: kubectl -n meshnet get configmap meshnet-ca -o jsonpath='{.data.ca\\.crt}'", a.caFile)
+		grpcTLS = "-cacert $CA"
+	}
+	w("  TOKEN=$(kubectl -n meshnet create token meshnet-operator --audience meshnetd)")
+	w(`  %s %s -H "authorization: Bearer $TOKEN" -d '%s' %s:%d meshnet.v1.LinkService/%s%s`, grpcurl, grpcTLS, body, a.hostIP, lab.GRPCPort, method, comment(grpcComment))
+	w(`  curl -s %s-H "authorization: Bearer $TOKEN" %s://%s:%d%s%s`, a.curlTLS(), a.scheme(), a.hostIP, lab.HTTPPort, path, comment(curlComment))
+}
+
+func comment(c string) string {
+	if c == "" {
+		return ""
+	}
+	return "   # " + c
 }

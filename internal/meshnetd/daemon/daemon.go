@@ -86,8 +86,9 @@ type Config struct {
 	// kind (links.Macvlan.Trusted): a node whose NICs are veths.
 	MacvlanParents []string
 	// MemoryLimit is the container's memory limit in bytes (0: none);
-	// meshnetd's Go memory limit is set to 90% of it, so that the
-	// collector works harder before the kernel kills.
+	// meshnetd's Go memory limit is kept at 90% of it less the kernel
+	// memory charged to the container (memlimit.go), so that the collector
+	// works harder before the kernel kills.
 	MemoryLimit int64
 	// Socket is the CNIService's unix socket, made mode 0600.
 	Socket string
@@ -210,10 +211,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	log := cfg.Log.With("node", cfg.NodeName)
 	core.InitializeClock() // netem's time conversions need it
-	if cfg.MemoryLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(cfg.MemoryLimit / 10 * 9)
-		log.Info("Go memory limit set from the container's", "container_limit_bytes", cfg.MemoryLimit, "go_limit_bytes", debug.SetMemoryLimit(-1))
-	}
+	startMemLimiter(ctx, cfg.MemoryLimit, log)
 	ctrllog.SetLogger(logr.FromSlogHandler(cfg.Log.Handler()))
 
 	_, portStr, err := net.SplitHostPort(cfg.GRPCAddr)

@@ -23,7 +23,7 @@ type Interface struct {
 // ReadAll reads the state of every interface in ns, keyed by name, with
 // three netlink dumps (links, addresses, qdiscs) whatever the number of
 // interfaces: what a metrics scrape or a listing of many links needs, where
-// ReadLink costs two requests per interface.
+// Read costs three requests per interface.
 func ReadAll(ns *Netns) (map[string]Interface, error) {
 	var (
 		byIndex map[int]string

@@ -3,8 +3,6 @@ package links
 import (
 	"fmt"
 	"net/netip"
-
-	"github.com/vishvananda/netlink"
 )
 
 // Reading is an interface as the kernel reports it.
@@ -26,24 +24,15 @@ type Counters struct {
 	RxErrors, TxErrors   uint64
 }
 
-// ReadLink reads interface name in ns.
+// ReadLink reads interface name in ns, as Read does, and fails when ns
+// has no such interface.
 func ReadLink(ns *Netns, name string) (Reading, error) {
-	l, err := ns.linkByName(name)
+	i, ok, err := Read(ns, name)
 	if err != nil {
 		return Reading{}, err
 	}
-	if l == nil {
+	if !ok {
 		return Reading{}, fmt.Errorf("read interfaces: no interface %s in netns %s", name, ns.path)
 	}
-	addrs, err := ns.addrsOf(l.Attrs().Index, netlink.FAMILY_ALL)
-	if err != nil {
-		return Reading{}, fmt.Errorf("read interfaces: list addresses of %s in netns %s: %w", name, ns.path, err)
-	}
-	s := readingOf(l)
-	for _, ad := range addrs {
-		if p, ok := prefixOf(ad.IPNet); ok {
-			s.Addrs = append(s.Addrs, p)
-		}
-	}
-	return s, nil
+	return i.Reading, nil
 }

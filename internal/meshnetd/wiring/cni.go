@@ -396,13 +396,18 @@ func (s cniServer) CheckPod(ctx context.Context, req *meshnetv1.CheckPodRequest)
 	for _, l := range rec.Links {
 		byUID[l.UID] = l
 	}
+	// The namespace read once (three dumps), not link by link: a read of
+	// one interface dumps the addresses of all.
+	kernel, err := links.ReadAll(ns)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "pod %s: %v", k, err)
+	}
 	resp := &meshnetv1.CheckPodResponse{}
 	var problems []string
 	for _, l := range topo.Spec.Links {
 		r := byUID[l.UID]
 		res := &meshnetv1.LinkResult{Interface: l.LocalIntf, Uid: uint32(l.UID), Kind: r.Kind.Proto(), Peer: protoPeer(k.Namespace, l, "")}
-		st, err := links.ReadLink(ns, l.LocalIntf)
-		if err == nil {
+		if st, ok := kernel[l.LocalIntf]; ok {
 			if want := r.Kind.Kernel(); want != "" && st.Kind != want {
 				problems = append(problems, fmt.Sprintf("%s is a %s, want %s", l.LocalIntf, st.Kind, want))
 				continue
