@@ -22,7 +22,8 @@ kbench '^BenchmarkKernelRuntimeChangeToStatus$' 1x ./internal/meshnet-controller
 kbench '^BenchmarkKernelBatch1000Links$' 4x -timeout 30m ./internal/meshnet-controller/controller
 kbench '^BenchmarkKernelEditLinks$' 4x -timeout 60m ./internal/meshnet-controller/controller
 kbench '^BenchmarkKernel(ListLinks|Scrape)1000' 1s -p 1 ./internal/meshnetd/linkserver ./internal/meshnetd/metrics
-kbench '^BenchmarkKernelReadStateWideNetns$' 200x ./internal/meshnetd/links
+kbench '^BenchmarkKernelReadLinkWideNetns$' 200x ./internal/meshnetd/links
+kbench '^BenchmarkKernelReadAllWideNetns$' 20x ./internal/meshnetd/links
 kbench '^BenchmarkKernelCaptureVXLAN$' 3x ./internal/meshnetd/capture
 echo "=== vm benchmarks"
 go tool -modfile=tools/go.mod gotestsum --format standard-verbose --raw-command -- \

@@ -18,6 +18,8 @@ import (
 // request (NETLINK_GET_STRICT_CHK), which the kernel answers with that
 // interface's addresses alone (Linux 5.0 and later). An older kernel answers
 // with all of them; the index check below keeps the result right there.
+// Index 0 lists the addresses of every interface, with no more garbage than
+// the addresses: the attributes are read in place (eachAttr).
 func (n *Netns) addrsOf(index, family int) ([]netlink.Addr, error) {
 	return retryDump(func() ([]netlink.Addr, error) {
 		req, err := n.request(unix.RTM_GETADDR, unix.NLM_F_DUMP)
@@ -54,28 +56,27 @@ func (n *Netns) addrsOf(index, family int) ([]netlink.Addr, error) {
 
 // parseAddr reads one RTM_NEWADDR message into the fields of netlink.Addr
 // that this package uses, as vishvananda's own parser fills them. ok is
-// false for an address of another interface or family.
+// false for an address of another interface (index 0: of any) or family.
 func parseAddr(m []byte, index, family int) (a netlink.Addr, ok bool, err error) {
 	msg := nl.DeserializeIfAddrmsg(m)
-	if int(msg.Index) != index || (family != netlink.FAMILY_ALL && int(msg.Family) != family) {
+	if (index != 0 && int(msg.Index) != index) || (family != netlink.FAMILY_ALL && int(msg.Family) != family) {
 		return a, false, nil
 	}
-	attrs, err := nl.ParseRouteAttr(m[msg.Len():])
-	if err != nil {
-		return a, false, err
-	}
 	var local, dst net.IP
-	for _, attr := range attrs {
-		switch attr.Attr.Type {
+	err = eachAttr(m[msg.Len():], func(typ uint16, data []byte) {
+		switch typ {
 		case unix.IFA_ADDRESS:
-			dst = net.IP(attr.Value)
+			dst = net.IP(data)
 		case unix.IFA_LOCAL:
-			local = net.IP(attr.Value)
+			local = net.IP(data)
 		case unix.IFA_FLAGS:
-			if len(attr.Value) >= 4 {
-				a.Flags = int(nl.NativeEndian().Uint32(attr.Value))
+			if len(data) >= 4 {
+				a.Flags = int(nl.NativeEndian().Uint32(data))
 			}
 		}
+	})
+	if err != nil {
+		return a, false, err
 	}
 	a.LinkIndex, a.Scope = int(msg.Index), int(msg.Scope)
 	bits := 8 * len(dst)

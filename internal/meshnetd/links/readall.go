@@ -2,7 +2,6 @@ package links
 
 import (
 	"fmt"
-	"net"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
@@ -31,20 +30,23 @@ func ReadAll(ns *Netns) (map[string]Interface, error) {
 	)
 	_, err := retryDump(func() ([]struct{}, error) {
 		byIndex, out = map[int]string{}, map[string]Interface{}
-		return nil, ns.eachLink(func(l netlink.Link) {
-			a := l.Attrs()
-			byIndex[a.Index] = a.Name
-			out[a.Name] = Interface{Index: a.Index, Reading: readingOf(l)}
+		return nil, ns.eachLink(func(name string, index int, r Reading) {
+			byIndex[index] = name
+			out[name] = Interface{Index: index, Reading: r}
 		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read interfaces: list links in netns %s: %w", ns.path, err)
 	}
-	addrs, err := retryDump(func() ([]netlink.Addr, error) { return ns.h.AddrList(nil, netlink.FAMILY_ALL) })
+	addrs, err := ns.addrsOf(0, netlink.FAMILY_ALL)
 	if err != nil {
 		return nil, fmt.Errorf("read interfaces: list addresses in netns %s: %w", ns.path, err)
 	}
-	qdiscs, err := retryDump(func() ([]netlink.Qdisc, error) { return ns.h.QdiscList(nil) })
+	var roots []rootQdisc
+	_, err = retryDump(func() ([]struct{}, error) {
+		roots = roots[:0]
+		return nil, ns.eachRootQdisc(func(q rootQdisc) { roots = append(roots, q) })
+	})
 	if err != nil {
 		return nil, fmt.Errorf("read interfaces: list qdiscs in netns %s: %w", ns.path, err)
 	}
@@ -59,14 +61,13 @@ func ReadAll(ns *Netns) (map[string]Interface, error) {
 			out[name] = i
 		}
 	}
-	for _, q := range qdiscs {
-		a := q.Attrs()
-		name, ok := byIndex[a.LinkIndex]
-		if !ok || a.Parent != netlink.HANDLE_ROOT {
+	for _, q := range roots {
+		name, ok := byIndex[q.index]
+		if !ok {
 			continue
 		}
 		i := out[name]
-		i.RootQdisc, i.RootHandle = q.Type(), a.Handle
+		i.RootQdisc, i.RootHandle = q.kind, q.handle
 		out[name] = i
 	}
 	return out, nil
@@ -79,7 +80,7 @@ func Names(ns *Netns) (map[string]bool, error) {
 	var names map[string]bool
 	_, err := retryDump(func() ([]struct{}, error) {
 		names = map[string]bool{}
-		return nil, ns.eachLink(func(l netlink.Link) { names[l.Attrs().Name] = true })
+		return nil, ns.eachLink(func(name string, _ int, _ Reading) { names[name] = true })
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list links in netns %s: %w", ns.path, err)
@@ -88,14 +89,14 @@ func Names(ns *Netns) (map[string]bool, error) {
 }
 
 // eachLink dumps the links of n, handing each to f as its message is
-// decoded, so that a read of every interface holds their states, not every
-// link decoded and the kernel's messages for them at once: LinkList holds
-// both until it returns, about 2.4 KiB a link (24 MiB of the heap of a
-// meshnetd reading a 10,000-link pod), and the link watcher and ApplyPod
-// read a pod being wired side by side. f must not call back into n: the
-// socket is locked until the dump ends. An interrupted dump is
-// netlink.ErrDumpInterrupted, after f saw part of it.
-func (n *Netns) eachLink(f func(netlink.Link)) error {
+// decoded (decodeLink), so that a read of every interface holds their
+// states, not every link decoded and the kernel's messages for them at
+// once: LinkList holds both until it returns, about 2.4 KiB a link (24 MiB
+// of the heap of a meshnetd reading a 10,000-link pod), and the link
+// watcher and ApplyPod read a pod being wired side by side. f must not call
+// back into n: the socket is locked until the dump ends. An interrupted
+// dump is netlink.ErrDumpInterrupted, after f saw part of it.
+func (n *Netns) eachLink(f func(name string, index int, r Reading)) error {
 	req, err := n.request(unix.RTM_GETLINK, unix.NLM_F_DUMP)
 	if err != nil {
 		return err
@@ -104,12 +105,12 @@ func (n *Netns) eachLink(f func(netlink.Link)) error {
 	req.AddData(nl.NewRtAttr(unix.IFLA_EXT_MASK, nl.Uint32Attr(nl.RTEXT_FILTER_VF))) // as LinkList asks
 	var decodeErr error
 	err = req.ExecuteIter(unix.NETLINK_ROUTE, unix.RTM_NEWLINK, func(m []byte) bool {
-		l, err := netlink.LinkDeserialize(nil, m)
+		name, index, r, err := decodeLink(m)
 		if err != nil {
 			decodeErr = err
 			return false
 		}
-		f(l)
+		f(name, index, r)
 		return true
 	})
 	if decodeErr != nil {
@@ -122,19 +123,25 @@ func (n *Netns) eachLink(f func(netlink.Link)) error {
 // interface only: what one link's read-back after a change needs in a pod
 // with many. ok is false when ns has no such interface.
 func Read(ns *Netns, name string) (i Interface, ok bool, err error) {
-	l, err := ns.linkByName(name)
-	if err != nil || l == nil {
+	m, err := ns.linkMsg(name)
+	if err != nil || m == nil {
 		return Interface{}, false, err
 	}
-	addrs, err := ns.addrsOf(l.Attrs().Index, netlink.FAMILY_ALL)
+	_, index, r, err := decodeLink(m)
+	if err != nil {
+		return Interface{}, false, fmt.Errorf("read interfaces: %s in netns %s: %w", name, ns.path, err)
+	}
+	addrs, err := ns.addrsOf(index, netlink.FAMILY_ALL)
 	if err != nil {
 		return Interface{}, false, fmt.Errorf("read interfaces: list addresses of %s in netns %s: %w", name, ns.path, err)
 	}
-	qdiscs, err := retryDump(func() ([]netlink.Qdisc, error) { return ns.h.QdiscList(l) })
+	qdiscs, err := retryDump(func() ([]netlink.Qdisc, error) {
+		return ns.h.QdiscList(&netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: index}})
+	})
 	if err != nil {
 		return Interface{}, false, fmt.Errorf("read interfaces: list qdiscs of %s in netns %s: %w", name, ns.path, err)
 	}
-	i = Interface{Index: l.Attrs().Index, Reading: readingOf(l)}
+	i = Interface{Index: index, Reading: r}
 	for _, ad := range addrs {
 		if p, ok := prefixOf(ad.IPNet); ok {
 			i.Addrs = append(i.Addrs, p)
@@ -146,28 +153,6 @@ func Read(ns *Netns, name string) (i Interface, ok bool, err error) {
 		}
 	}
 	return i, true, nil
-}
-
-// readingOf is what a link message says of an interface's state; addresses
-// come from their own dump.
-func readingOf(l netlink.Link) Reading {
-	a := l.Attrs()
-	s := Reading{
-		Kind:      l.Type(),
-		AdminUp:   a.Flags&net.FlagUp != 0,
-		Carrier:   a.RawFlags&unix.IFF_LOWER_UP != 0,
-		OperState: a.OperState.String(),
-		MTU:       a.MTU,
-	}
-	if st := a.Statistics; st != nil {
-		s.Counters = Counters{
-			RxBytes: st.RxBytes, TxBytes: st.TxBytes,
-			RxPackets: st.RxPackets, TxPackets: st.TxPackets,
-			RxDropped: st.RxDropped, TxDropped: st.TxDropped,
-			RxErrors: st.RxErrors, TxErrors: st.TxErrors,
-		}
-	}
-	return s
 }
 
 // SetMTU sets the MTU of interface name in ns; setting the MTU it already
