@@ -4,12 +4,14 @@ package deploy_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/meshnet/meshnet/internal/kubectl-meshnet/meshnetctl"
 	"github.com/meshnet/meshnet/internal/meshnet-lab/kubecluster"
+	"github.com/meshnet/meshnet/internal/meshnet-lab/kubecluster/kubeclustertest"
 )
 
 // frrLab is a containerlab file as containerlab's FRR examples are written:
@@ -129,4 +131,104 @@ func labState(t testing.TB, c *kubecluster.Cluster, ns string) {
 		out, err := c.Kubectl(context.Background(), append([]string{"-n", ns, "exec", q.pod, "--"}, q.cmd...)...)
 		t.Logf("%s$ %s (%v)\n%s", q.pod, strings.Join(q.cmd, " "), err, out)
 	}
+}
+
+// BenchmarkNodeFRRReroute runs frrLab and pulls the router1-router2 cable
+// under a ping from host1 to host2 every 10 ms: it reports the time from
+// the start of kubectl meshnet down until the first reply over the other
+// path (a reply one hop further: host2's replies come back through router3,
+// TTL 61 not 62), the longest time without replies, the replies lost, and
+// the time from kubectl meshnet up until host1's traffic takes router2
+// again, each the mean of the rounds (-benchtime 3x).
+func BenchmarkNodeFRRReroute(b *testing.B) {
+	ctx := context.Background()
+	c := kubeclustertest.New(b, 2)
+	if err := c.Install(ctx, overlay); err != nil {
+		b.Fatalf("install meshnet: %v", err)
+	}
+	const ns = "frr"
+	if err := c.Namespace(ctx, ns); err != nil {
+		b.Fatal(err)
+	}
+	cli := func(args ...string) {
+		b.Helper()
+		var stdout, stderr strings.Builder
+		if code := meshnetctl.Main(append([]string{"--kubeconfig", c.Kubeconfig, "-n", ns}, args...), &stdout, &stderr); code != 0 {
+			b.Fatalf("kubectl meshnet %s: exit %d\n%s%s", strings.Join(args, " "), code, stdout.String(), stderr.String())
+		}
+	}
+	cli("clab", "apply", frrLab, "--wait")
+	secondHop := func() string {
+		out, _ := c.Kubectl(ctx, "-n", ns, "exec", "host1", "--", "traceroute", "-n", "-q", "1", "-w", "1", "-m", "4", "192.168.12.2")
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "2" {
+				return f[1]
+			}
+		}
+		return ""
+	}
+	eventually(b, 2*time.Minute, "host1's traffic to host2 through router2", func() (bool, string) {
+		hop := secondHop()
+		return hop == "192.168.1.2", hop
+	})
+	var rerouted, silence, up time.Duration
+	lost, rounds := 0, 0
+	for b.Loop() {
+		rounds++
+		// ping -D prints each reply's time (the pods share this machine's
+		// clock); -w ends it.
+		pinged := make(chan string, 1)
+		go func() {
+			out, _ := c.Kubectl(ctx, "-n", ns, "exec", "host1", "--", "ping", "-D", "-n", "-i", "0.01", "-W", "1", "-w", "6", "192.168.12.2")
+			pinged <- out
+		}()
+		time.Sleep(2 * time.Second)
+		pulled := time.Now()
+		cli("down", "router1", "eth1")
+		out := <-pinged
+		var (
+			first, last   time.Time
+			gap           time.Duration
+			sent, replied int
+		)
+		for _, line := range strings.Split(out, "\n") {
+			var sec, usec int64
+			var ttl int
+			if i := strings.Index(line, "ttl="); i >= 0 && strings.HasPrefix(line, "[") {
+				fmt.Sscanf(line, "[%d.%d]", &sec, &usec)
+				fmt.Sscanf(line[i:], "ttl=%d", &ttl)
+				at := time.Unix(sec, usec*1000)
+				if !last.IsZero() && at.After(pulled) && at.Sub(last) > gap {
+					gap = at.Sub(last)
+				}
+				last = at
+				if first.IsZero() && ttl == 61 && at.After(pulled) {
+					first = at
+				}
+			}
+			fmt.Sscanf(line, "%d packets transmitted, %d received", &sent, &replied)
+		}
+		if first.IsZero() || sent == 0 {
+			b.Fatalf("no reply over router3 (ttl 61) after the pull at %v:\n%s", pulled.Format(time.StampMicro), lastLine(out))
+		}
+		rerouted, silence, lost = rerouted+first.Sub(pulled), silence+gap, lost+sent-replied
+		b.Logf("cable pulled: first reply over router3 %v after kubectl meshnet down started; longest silence %v; %d of %d lost",
+			first.Sub(pulled).Round(time.Millisecond), gap.Round(time.Millisecond), sent-replied, sent)
+		if hop := secondHop(); hop != "192.168.2.3" {
+			b.Fatalf("host1's traffic with the cable pulled goes through %q, want router3 (192.168.2.3)", hop)
+		}
+		restored := time.Now()
+		cli("up", "router1", "eth1")
+		eventually(b, time.Minute, "host1's traffic to host2 through router2 again", func() (bool, string) {
+			hop := secondHop()
+			return hop == "192.168.1.2", hop
+		})
+		up += time.Since(restored)
+	}
+	n := float64(rounds)
+	b.ReportMetric(float64(rerouted.Milliseconds())/n, "pull-to-rerouted-ms")
+	b.ReportMetric(float64(silence.Milliseconds())/n, "longest-silence-ms")
+	b.ReportMetric(float64(lost)/n, "lost")
+	b.ReportMetric(up.Seconds()/n, "up-to-first-path-s")
+	b.ReportMetric(0, "ns/op")
 }
