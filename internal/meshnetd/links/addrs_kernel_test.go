@@ -16,6 +16,26 @@ import (
 )
 
 // ipBatch runs ip -batch in ns with the given commands.
+// vethNetns is a namespace of n veth ends (n even), d0 to d<n-1>, d<i>
+// with address 10.<i/256>.<i%256>.1/24, closed at the end of t.
+func vethNetns(t testing.TB, n int) *Netns {
+	t.Helper()
+	ns, err := OpenNetns(netnstest.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	var cmds []string
+	for i := 0; i < n; i += 2 {
+		cmds = append(cmds, fmt.Sprintf("link add d%d type veth peer name d%d", i, i+1))
+	}
+	for i := range n {
+		cmds = append(cmds, fmt.Sprintf("addr add 10.%d.%d.1/24 dev d%d", i/256, i%256, i))
+	}
+	ipBatch(t, ns, cmds...)
+	return ns
+}
+
 func ipBatch(t testing.TB, ns *Netns, cmds ...string) {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), "batch")
@@ -84,19 +104,7 @@ func TestKernelAddrsOfOneInterface(t *testing.T) {
 func BenchmarkKernelReadLinkWideNetns(b *testing.B) {
 	for _, n := range []int{64, 1024, 4096} {
 		b.Run(fmt.Sprintf("interfaces=%d", n), func(b *testing.B) {
-			ns, err := OpenNetns(netnstest.New(b))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer ns.Close()
-			var cmds []string
-			for i := 0; i < n; i += 2 {
-				cmds = append(cmds, fmt.Sprintf("link add d%d type veth peer name d%d", i, i+1))
-			}
-			for i := range n {
-				cmds = append(cmds, fmt.Sprintf("addr add 10.%d.%d.1/24 dev d%d", i/256, i%256, i))
-			}
-			ipBatch(b, ns, cmds...)
+			ns := vethNetns(b, n)
 			name := fmt.Sprintf("d%d", n/2)
 			for b.Loop() {
 				if _, err := ReadLink(ns, name); err != nil {

@@ -131,13 +131,16 @@ type rootQdisc struct {
 
 // eachRootQdisc dumps the qdiscs of n and hands f the root ones, decoded in
 // place (a tcmsg and its TCA_KIND): QdiscList decodes every qdisc's options
-// and statistics. An interrupted dump is netlink.ErrDumpInterrupted.
-func (n *Netns) eachRootQdisc(f func(rootQdisc)) error {
+// and statistics. A non-zero index asks for that interface's alone, which
+// a kernel that checks dump requests strictly (our sockets ask it to) answers
+// with them only; an older one answers with all, which f must then filter.
+// An interrupted dump is netlink.ErrDumpInterrupted.
+func (n *Netns) eachRootQdisc(index int, f func(rootQdisc)) error {
 	req, err := n.request(unix.RTM_GETQDISC, unix.NLM_F_DUMP)
 	if err != nil {
 		return err
 	}
-	req.AddData(&nl.TcMsg{Family: nl.FAMILY_ALL})
+	req.AddData(&nl.TcMsg{Family: nl.FAMILY_ALL, Ifindex: int32(index)})
 	var decodeErr error
 	err = req.ExecuteIter(unix.NETLINK_ROUTE, unix.RTM_NEWQDISC, func(m []byte) bool {
 		if len(m) < nl.SizeofTcMsg {

@@ -45,7 +45,7 @@ func ReadAll(ns *Netns) (map[string]Interface, error) {
 	var roots []rootQdisc
 	_, err = retryDump(func() ([]struct{}, error) {
 		roots = roots[:0]
-		return nil, ns.eachRootQdisc(func(q rootQdisc) { roots = append(roots, q) })
+		return nil, ns.eachRootQdisc(0, func(q rootQdisc) { roots = append(roots, q) })
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read interfaces: list qdiscs in netns %s: %w", ns.path, err)
@@ -123,6 +123,11 @@ func (n *Netns) eachLink(f func(name string, index int, r Reading)) error {
 // interface only: what one link's read-back after a change needs in a pod
 // with many. ok is false when ns has no such interface.
 func Read(ns *Netns, name string) (i Interface, ok bool, err error) {
+	return read(ns, name, true)
+}
+
+// read reads interface name in ns, its root qdisc too with withQdisc.
+func read(ns *Netns, name string, withQdisc bool) (i Interface, ok bool, err error) {
 	m, err := ns.linkMsg(name)
 	if err != nil || m == nil {
 		return Interface{}, false, err
@@ -135,21 +140,22 @@ func Read(ns *Netns, name string) (i Interface, ok bool, err error) {
 	if err != nil {
 		return Interface{}, false, fmt.Errorf("read interfaces: list addresses of %s in netns %s: %w", name, ns.path, err)
 	}
-	qdiscs, err := retryDump(func() ([]netlink.Qdisc, error) {
-		return ns.h.QdiscList(&netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: index}})
-	})
-	if err != nil {
-		return Interface{}, false, fmt.Errorf("read interfaces: list qdiscs of %s in netns %s: %w", name, ns.path, err)
-	}
 	i = Interface{Index: index, Reading: r}
 	for _, ad := range addrs {
 		if p, ok := prefixOf(ad.IPNet); ok {
 			i.Addrs = append(i.Addrs, p)
 		}
 	}
-	for _, q := range qdiscs {
-		if a := q.Attrs(); a.Parent == netlink.HANDLE_ROOT {
-			i.RootQdisc, i.RootHandle = q.Type(), a.Handle
+	if withQdisc {
+		_, err = retryDump(func() ([]struct{}, error) {
+			return nil, ns.eachRootQdisc(index, func(q rootQdisc) {
+				if q.index == index {
+					i.RootQdisc, i.RootHandle = q.kind, q.handle
+				}
+			})
+		})
+		if err != nil {
+			return Interface{}, false, fmt.Errorf("read interfaces: list qdiscs of %s in netns %s: %w", name, ns.path, err)
 		}
 	}
 	return i, true, nil

@@ -8,8 +8,6 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netlink"
-
-	"github.com/meshnet/meshnet/internal/meshnetd/links/netnstest"
 )
 
 // TestKernelReadAll reads a namespace in one go: the same states as
@@ -87,19 +85,7 @@ func TestKernelReadAll(t *testing.T) {
 // they arrive: every interface, with its index and address.
 func TestKernelReadAllWideNetns(t *testing.T) {
 	const n = 1024
-	ns, err := OpenNetns(netnstest.New(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	var cmds []string
-	for i := 0; i < n; i += 2 {
-		cmds = append(cmds, fmt.Sprintf("link add d%d type veth peer name d%d", i, i+1))
-	}
-	for i := range n {
-		cmds = append(cmds, fmt.Sprintf("addr add 10.%d.%d.1/24 dev d%d", i/256, i%256, i))
-	}
-	ipBatch(t, ns, cmds...)
+	ns := vethNetns(t, n)
 	all, err := ReadAll(ns)
 	if err != nil {
 		t.Fatal(err)
@@ -122,19 +108,7 @@ func TestKernelReadAllWideNetns(t *testing.T) {
 // high the collector lets meshnetd's heap climb while a wide pod is wired.
 func BenchmarkKernelReadAllWideNetns(b *testing.B) {
 	const n = 4096
-	ns, err := OpenNetns(netnstest.New(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ns.Close()
-	var cmds []string
-	for i := 0; i < n; i += 2 {
-		cmds = append(cmds, fmt.Sprintf("link add d%d type veth peer name d%d", i, i+1))
-	}
-	for i := range n {
-		cmds = append(cmds, fmt.Sprintf("addr add 10.%d.%d.1/24 dev d%d", i/256, i%256, i))
-	}
-	ipBatch(b, ns, cmds...)
+	ns := vethNetns(b, n)
 	b.ReportAllocs()
 	for b.Loop() {
 		if all, err := ReadAll(ns); err != nil || len(all) != n+1 {
