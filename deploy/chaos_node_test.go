@@ -342,8 +342,9 @@ func freshMeshnetds(t testing.TB, c *kubecluster.Cluster) {
 // link-local addresses, the most the CRD admits with them) and by 10,000
 // (without), as users apply them, across two nodes (VXLAN) and on one node
 // (veth). It reports the time from the apply until both statuses are Ready
-// and the kernels hold every link (pings over a sample), the time from the
-// namespace's deletion until nothing is left, each meshnetd's peak memory
+// and the kernels hold every link (pings over a sample), the same after an
+// edit of every link's MTU, the time from the namespace's deletion until
+// nothing is left, each meshnetd's peak memory
 // (VmHWM) and processor time, and its restarts (none expected). Meanwhile,
 // once the wiring is under way and again once the teardown is, it starts a
 // pod with 2 links on r1's node and reports how long that pod took to run
@@ -399,6 +400,11 @@ func widePods(b *testing.B, c *kubecluster.Cluster, ns string, n int, nodes [2]*
 	wire := w.waitReady(b, 10*time.Minute, 0)
 	b.Logf("%d links: both pods Ready with every link %v after the apply", n, wire.Round(time.Second))
 	small.stop(b)
+	// Every link of both edited (its MTU), as kubectl apply of a changed
+	// file does.
+	w.setMTU(b, 1400)
+	edit := w.waitReady(b, 10*time.Minute, 1400)
+	b.Logf("%d links: every link's MTU edited, both Ready %v after the edit", n, edit.Round(time.Second))
 	teardown := w.delete(b, 10*time.Minute, func() {
 		time.Sleep(2 * time.Second) // into the teardown
 		small.run(b)
@@ -407,6 +413,7 @@ func widePods(b *testing.B, c *kubecluster.Cluster, ns string, n int, nodes [2]*
 	besideTeardown := small.took
 	small.stop(b)
 	b.ReportMetric(wire.Seconds(), "wire-s")
+	b.ReportMetric(edit.Seconds(), "edit-s")
 	b.ReportMetric(teardown.Seconds(), "teardown-s")
 	b.ReportMetric(besideWire.Seconds(), "beside-wire-s")
 	b.ReportMetric(besideTeardown.Seconds(), "beside-teardown-s")
