@@ -118,10 +118,10 @@ type clabGuide struct {
 	from, to string
 }
 
-// waitRouted waits until the lab's first host reaches its last host, as
-// the lab's routers converge after their pods started (OSPF's first
-// adjacencies and routes take a few seconds more): the guide's first
-// traceroute then shows the path. A lab whose hosts do not reach each
+// waitRouted waits until the lab's routers have their OSPF adjacencies and
+// the lab's first host reaches its last host, as the routers converge after
+// their pods started (a few seconds more): the guide's first traceroute then
+// shows the shortest path. A lab whose hosts do not reach each
 // other within the time has a guide without traceroutes.
 func (g *clabGuide) waitRouted(ctx context.Context, within time.Duration) error {
 	var pods corev1.PodList
@@ -134,11 +134,14 @@ func (g *clabGuide) waitRouted(ctx context.Context, within time.Duration) error 
 			hosts = append(hosts, p)
 		}
 	}
+	deadline := time.Now().Add(within)
+	if err := g.waitAdjacencies(ctx, pods.Items, deadline); err != nil {
+		return err
+	}
 	from, to := g.hostPair(ctx, hosts)
 	if to == "" {
 		return nil
 	}
-	deadline := time.Now().Add(within)
 	for {
 		if _, err := g.c.Kubectl(ctx, "-n", g.ns, "exec", from, "--", "ping", "-c", "1", "-W", "1", to); err == nil {
 			g.from, g.to = from, to
@@ -232,6 +235,64 @@ func (g *clabGuide) String(ctx context.Context) (string, error) {
 	w("Change the lab: edit %s, then kubectl meshnet clab apply %s -n %s", g.file, g.file, g.ns)
 	w("Remove it: %s", g.down)
 	return b.String(), nil
+}
+
+// waitAdjacencies waits until every router that runs OSPF has a Full
+// adjacency over each of its links to another router: the hosts may reach
+// each other before (over the first adjacencies up), by a longer path than
+// the guide's first traceroute is to show.
+func (g *clabGuide) waitAdjacencies(ctx context.Context, pods []corev1.Pod, deadline time.Time) error {
+	var topos v1beta1.TopologyList
+	if err := g.c.Client.List(ctx, &topos, client.InNamespace(g.ns)); err != nil {
+		return err
+	}
+	var routers []corev1.Pod
+	for _, p := range pods {
+		if frrImage(p) {
+			routers = append(routers, p)
+		}
+	}
+	isRouter := func(name string) bool {
+		return slices.ContainsFunc(routers, func(p corev1.Pod) bool { return p.Name == name })
+	}
+	for _, r := range routers {
+		want := 0
+		for _, t := range topos.Items {
+			if t.Name == r.Name {
+				for _, l := range t.Spec.Links {
+					if isRouter(l.PeerPod) {
+						want++
+					}
+				}
+			}
+		}
+		conf, _ := g.c.Kubectl(ctx, "-n", g.ns, "exec", r.Name, "--", "vtysh", "-c", "show running-config")
+		if want == 0 || !strings.Contains(conf, "router ospf") {
+			continue
+		}
+		for {
+			out, _ := g.c.Kubectl(ctx, "-n", g.ns, "exec", r.Name, "--", "vtysh", "-c", "show ip ospf neighbor")
+			if strings.Count(out, "Full/") >= want {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s has not %d OSPF neighbours Full:\n%s", r.Name, want, out)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}
+	// Full, then the shortest paths: SPF runs within its throttle
+	// (examples/frr-ospf: 50 ms, at most 500 ms).
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Second):
+	}
+	return nil
 }
 
 // hostPair is the first host and the IPv4 address of the last host's
