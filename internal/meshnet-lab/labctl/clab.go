@@ -85,8 +85,11 @@ func serveContainerlab(ctx context.Context, cfg Config) (err error) {
 		return err
 	}
 	g := clabGuide{c: c, ns: cfg.Namespace, file: cfg.Topology, down: downCommand(cfg.Dir), binDir: cfg.BinDir, caFile: caFile}
+	routed := time.Now()
 	if err := g.waitRouted(ctx, time.Minute); err != nil {
 		cfg.Log.Warn("the lab's hosts do not reach each other", "error", err)
+	} else {
+		cfg.Log.Info("the lab's routers converged", "from", g.from, "to", g.to, "took", time.Since(routed).Round(time.Millisecond))
 	}
 	g.took = time.Since(start)
 	text, err := g.String(ctx)
@@ -118,7 +121,7 @@ type clabGuide struct {
 	from, to string
 }
 
-// waitRouted waits until the lab's routers have their OSPF adjacencies and
+// waitRouted waits until the lab's routers' OSPF converged and
 // the lab's first host reaches its last host, as the routers converge after
 // their pods started (a few seconds more): the guide's first traceroute then
 // shows the shortest path. A lab whose hosts do not reach each
@@ -135,7 +138,7 @@ func (g *clabGuide) waitRouted(ctx context.Context, within time.Duration) error 
 		}
 	}
 	deadline := time.Now().Add(within)
-	if err := g.waitAdjacencies(ctx, pods.Items, deadline); err != nil {
+	if err := g.waitConverged(ctx, pods.Items, deadline); err != nil {
 		return err
 	}
 	from, to := g.hostPair(ctx, hosts)
@@ -237,11 +240,12 @@ func (g *clabGuide) String(ctx context.Context) (string, error) {
 	return b.String(), nil
 }
 
-// waitAdjacencies waits until every router that runs OSPF has a Full
-// adjacency over each of its links to another router: the hosts may reach
-// each other before (over the first adjacencies up), by a longer path than
-// the guide's first traceroute is to show.
-func (g *clabGuide) waitAdjacencies(ctx context.Context, pods []corev1.Pod, deadline time.Time) error {
+// waitConverged waits until the lab's routers that run OSPF have
+// converged (ospfConverged): a Full adjacency over each of their links to
+// another router, and the same complete database everywhere. The hosts
+// may reach each other before, over the first adjacencies up, by a longer
+// path than the guide's first traceroute is to show.
+func (g *clabGuide) waitConverged(ctx context.Context, pods []corev1.Pod, deadline time.Time) error {
 	var topos v1beta1.TopologyList
 	if err := g.c.Client.List(ctx, &topos, client.InNamespace(g.ns)); err != nil {
 		return err
@@ -255,44 +259,73 @@ func (g *clabGuide) waitAdjacencies(ctx context.Context, pods []corev1.Pod, dead
 	isRouter := func(name string) bool {
 		return slices.ContainsFunc(routers, func(p corev1.Pod) bool { return p.Name == name })
 	}
+	wantFull := map[string]int{}
+	var ospf []string
 	for _, r := range routers {
-		want := 0
 		for _, t := range topos.Items {
 			if t.Name == r.Name {
 				for _, l := range t.Spec.Links {
 					if isRouter(l.PeerPod) {
-						want++
+						wantFull[r.Name]++
 					}
 				}
 			}
 		}
 		conf, _ := g.c.Kubectl(ctx, "-n", g.ns, "exec", r.Name, "--", "vtysh", "-c", "show running-config")
-		if want == 0 || !strings.Contains(conf, "router ospf") {
-			continue
-		}
-		for {
-			out, _ := g.c.Kubectl(ctx, "-n", g.ns, "exec", r.Name, "--", "vtysh", "-c", "show ip ospf neighbor")
-			if strings.Count(out, "Full/") >= want {
-				break
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("%s has not %d OSPF neighbours Full:\n%s", r.Name, want, out)
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(500 * time.Millisecond):
-			}
+		if wantFull[r.Name] > 0 && strings.Contains(conf, "router ospf") {
+			ospf = append(ospf, r.Name)
 		}
 	}
-	// Full, then the shortest paths: SPF runs within its throttle
-	// (examples/frr-ospf: 50 ms, at most 500 ms).
+	if len(ospf) == 0 {
+		return nil
+	}
+	for {
+		views, err := g.ospfViews(ctx, ospf)
+		if err == nil {
+			err = ospfConverged(views, wantFull)
+		}
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the routers' OSPF has not converged: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	// Converged, then the shortest paths: each router runs SPF within its
+	// throttle (examples/frr-ospf: 50 ms, at most 500 ms).
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-time.After(time.Second):
 	}
 	return nil
+}
+
+// ospfViews reads the OSPF state of the routers.
+func (g *clabGuide) ospfViews(ctx context.Context, routers []string) ([]ospfView, error) {
+	args := []string{"-n", g.ns, "exec", "", "--", "vtysh"}
+	for _, c := range ospfCommands {
+		args = append(args, "-c", c)
+	}
+	var views []ospfView
+	for _, r := range routers {
+		args[3] = r
+		out, err := g.c.Kubectl(ctx, args...)
+		if err != nil {
+			return nil, err
+		}
+		v, err := parseOSPFView(r, strings.NewReader(out))
+		if err != nil {
+			return nil, err
+		}
+		views = append(views, v)
+	}
+	return views, nil
 }
 
 // hostPair is the first host and the IPv4 address of the last host's
