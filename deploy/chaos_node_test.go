@@ -338,14 +338,14 @@ func freshMeshnetds(t testing.TB, c *kubecluster.Cluster) {
 	}
 }
 
-// BenchmarkNodeWidePods applies two pods joined by 4,096 links (with IPv6
+// BenchmarkNodeWidePods applies two pods joined by 1,024 and 4,096 links (with IPv6
 // link-local addresses, the most the CRD admits with them) and by 10,000
 // (without), as users apply them, across two nodes (VXLAN) and on one node
 // (veth). It reports the time from the apply until both statuses are Ready
 // and the kernels hold every link (pings over a sample), the same after an
 // edit of every link's MTU, the time from the namespace's deletion until
-// nothing is left, each meshnetd's peak memory
-// (VmHWM) and processor time, and its restarts (none expected). Meanwhile,
+// nothing is left, each meshnetd's peak memory over the round (VmHWM, set
+// back at its start) and processor time, and its restarts (none expected). Meanwhile,
 // once the wiring is under way and again once the teardown is, it starts a
 // pod with 2 links on r1's node and reports how long that pod took to run
 // with its links: one big pod must never hold up a node's other pods.
@@ -364,7 +364,7 @@ func BenchmarkNodeWidePods(b *testing.B) {
 		{"nodes=1", [2]*kubecluster.Node{nodes[0], nodes[0]}},
 	}
 	for _, layout := range layouts {
-		for _, n := range []int{4096, 10000} {
+		for _, n := range []int{1024, 4096, 10000} {
 			b.Run(fmt.Sprintf("%s/links=%d", layout.name, n), func(b *testing.B) {
 				for i := range b.N {
 					widePods(b, c, fmt.Sprintf("wide-%s-%d-%d", strings.TrimPrefix(layout.name, "nodes="), n, i), n, layout.nodes)
@@ -390,6 +390,7 @@ func widePods(b *testing.B, c *kubecluster.Cluster, ns string, n int, nodes [2]*
 			b.Fatal(err)
 		}
 		ds = append(ds, daemon{pid: pid, pod: meshnetdOn(b, c, node), cpu: cpu, node: node})
+		resetHWM(b, pid) // this round's peak, not an earlier round's
 	}
 	small := newSmallPair(b, c, ns+"-beside", nodes[0])
 	sandboxes := netnsFiles(b, nodes[0])

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -211,6 +212,16 @@ func vmHWM(t testing.TB, pid int) int {
 		t.Fatal(err)
 	}
 	return int(st.VmHWM >> 10)
+}
+
+// resetHWM sets pid's peak resident memory (VmHWM) back to its resident
+// memory now (clear_refs 5, proc(5)), so that vmHWM reports the peak of
+// what follows, not of the process's life.
+func resetHWM(t testing.TB, pid int) {
+	t.Helper()
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
+		t.Fatalf("reset the peak memory of pid %d: %v", pid, err)
+	}
 }
 
 // meshnetdHTTPS is a client of node's meshnetd over TLS, trusting meshnet's
