@@ -38,6 +38,8 @@ type widePair struct {
 	n      int
 	nodes  [2]*kubecluster.Node // r1's and r2's, the same node for veths
 	before [2][]string          // each node's VXLAN devices before the pair
+	// applied is when newWidePair began to apply the pair.
+	applied time.Time
 }
 
 func linkAddr(i, host int) netip.Prefix {
@@ -89,6 +91,7 @@ func newWidePair(t testing.TB, c *kubecluster.Cluster, ns string, n int, nodes [
 	if err := c.Namespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
+	w.applied = time.Now()
 	for _, topo := range []*v1beta1.Topology{w.topology("r1", "r2", 1, nil), w.topology("r2", "r1", 2, nil)} {
 		if err := c.Client.Create(ctx, topo); err != nil {
 			t.Fatal(err)
@@ -117,10 +120,10 @@ func newWidePair(t testing.TB, c *kubecluster.Cluster, ns string, n int, nodes [
 // any, the kernel's default), and both pods are Ready (a Topology may be
 // Ready before its pod's container started), and then checks the pods'
 // kernels: every link there, up, with its mtu, and a sample of links
-// pinging.
-func (w *widePair) waitReady(t testing.TB, within time.Duration, mtu int32) time.Duration {
+// pinging. It returns the time since start (the apply, the edit), and
+// waits until within after start.
+func (w *widePair) waitReady(t testing.TB, start time.Time, within time.Duration, mtu int32) time.Duration {
 	t.Helper()
-	start := time.Now()
 	deadline := start.Add(within)
 	for _, name := range []string{"r1", "r2"} {
 		for {
@@ -285,12 +288,12 @@ func widePodsSurviveKills(t testing.TB, c *kubecluster.Cluster, ns string, n int
 		pod, far = far, pod
 	}
 	killMeshnetd(t, pod, 3*time.Second)
-	wire = w.waitReady(t, 5*time.Minute, 0)
+	wire = w.waitReady(t, time.Now(), 5*time.Minute, 0)
 	t.Logf("%d links: Ready %v after %s's meshnetd was killed while wiring", n, wire.Round(time.Second), pod.Name)
 
 	w.setMTU(t, 1400)
 	killMeshnetd(t, far, 2*time.Second)
-	edit = w.waitReady(t, 5*time.Minute, 1400)
+	edit = w.waitReady(t, time.Now(), 5*time.Minute, 1400)
 	t.Logf("%d links: every link's mtu edited, Ready %v after %s's meshnetd was killed during the edit", n, edit.Round(time.Second), far.Name)
 
 	teardown = w.delete(t, 5*time.Minute, func() { killMeshnetd(t, pod, 2*time.Second) })
@@ -398,13 +401,14 @@ func widePods(b *testing.B, c *kubecluster.Cluster, ns string, n int, nodes [2]*
 	waitSandbox(b, nodes[0], sandboxes)
 	time.Sleep(2 * time.Second) // into the wiring of r1's links
 	besideWire := small.run(b)
-	wire := w.waitReady(b, 10*time.Minute, 0)
+	wire := w.waitReady(b, w.applied, 10*time.Minute, 0)
 	b.Logf("%d links: both pods Ready with every link %v after the apply", n, wire.Round(time.Second))
 	small.stop(b)
 	// Every link of both edited (its MTU), as kubectl apply of a changed
 	// file does.
+	edited := time.Now()
 	w.setMTU(b, 1400)
-	edit := w.waitReady(b, 10*time.Minute, 1400)
+	edit := w.waitReady(b, edited, 10*time.Minute, 1400)
 	b.Logf("%d links: every link's MTU edited, both Ready %v after the edit", n, edit.Round(time.Second))
 	teardown := w.delete(b, 10*time.Minute, func() {
 		time.Sleep(2 * time.Second) // into the teardown
