@@ -22,5 +22,5 @@ var (
 )
 
 func init() {
-	SchemeBuilder.Register(&Topology{}, &TopologyList{})
+	SchemeBuilder.Register(&Topology{}, &TopologyList{}, &LinkFault{}, &LinkFaultList{})
 }

@@ -185,6 +185,88 @@ func TestClusterTopologyAdmission(t *testing.T) {
 	})
 }
 
+// linkFault is a LinkFault with every field, named by its one verb.
+const linkFault = `
+apiVersion: networkop.co.uk/v1beta1
+kind: LinkFault
+metadata:
+  name: %s
+spec:
+  links:
+  - {pod: r1, interface: eth1}
+  - {pod: r2, interface: e1-1.100}
+  state: down
+  netem: {delay: 100ms, loss: "1%%"}
+  duration: 2s
+  period: 10s
+  count: 3
+  start: "2026-12-06T20:00:00.250000Z"
+  suspend: false
+`
+
+// TestClusterLinkFaultAdmission: a LinkFault with every field is admitted
+// and reads back unchanged; each invalid one is refused naming its field
+// (or saying which fields go together), and nothing is created.
+func TestClusterLinkFaultAdmission(t *testing.T) {
+	env := clustertest.Start(t)
+	ctx := context.Background()
+	obj := decode(t, fmt.Sprintf(linkFault, "flap"), "default")
+	if err := env.Client.Create(ctx, obj); err != nil {
+		t.Fatalf("create a LinkFault with every field: %v", err)
+	}
+	var got v1beta1.LinkFault
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "flap"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.Start == nil || got.Spec.Start.Nanosecond() != 250000000 || got.Spec.Period == nil || *got.Spec.Period != "10s" || len(got.Spec.Links) != 2 {
+		t.Errorf("read back %+v; want start with its milliseconds, period 10s, 2 links", got.Spec)
+	}
+	for _, tc := range []struct {
+		name  string
+		set   map[string]any // spec fields replaced; nil removes one
+		field string
+	}{
+		{"neither state nor netem", map[string]any{"state": nil, "netem": nil}, "spec.state"},
+		{"state up", map[string]any{"state": "up"}, "spec.state"},
+		{"no links", map[string]any{"links": []any{}}, "spec.links"},
+		{"an interface with a slash", map[string]any{"links": []any{map[string]any{"pod": "r1", "interface": "eth1/1"}}}, "spec.links[0].interface"},
+		{"an empty pod", map[string]any{"links": []any{map[string]any{"pod": "", "interface": "eth1"}}}, "spec.links[0].pod"},
+		{"a duration that is not one", map[string]any{"duration": "soon"}, "spec.duration"},
+		{"a duration under 10ms", map[string]any{"duration": "5ms"}, "spec.duration"},
+		{"a period not longer than the duration", map[string]any{"period": "2s"}, "spec.period"},
+		{"a count without a period", map[string]any{"period": nil}, "spec.count"},
+		{"a count of 0", map[string]any{"count": int64(0)}, "spec.count"},
+		{"netem jitter without delay", map[string]any{"netem": map[string]any{"jitter": "5ms"}}, "jitter needs delay"},
+		{"a start that is not a time", map[string]any{"start": "tomorrow"}, "spec.start"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := "bad-" + strings.ReplaceAll(strings.ReplaceAll(tc.name, " ", "-"), "0", "zero")
+			obj := decode(t, fmt.Sprintf(linkFault, name), "default")
+			spec := obj.Object["spec"].(map[string]any)
+			for k, v := range tc.set {
+				if v == nil {
+					delete(spec, k)
+					continue
+				}
+				spec[k] = v
+			}
+			err := env.Client.Create(ctx, obj)
+			if err == nil {
+				t.Fatalf("created; want refused naming %s", tc.field)
+			}
+			if !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("refusal does not name %q:\n%v", tc.field, err)
+			}
+		})
+	}
+	kubeconfig := env.Kubeconfig(t)
+	out, err := kubectl(kubeconfig, "get", "fault")
+	if err != nil || !strings.Contains(out, "PHASE") || !strings.Contains(out, "flap") {
+		t.Errorf("kubectl get fault (the short name, with its columns): %v\n%s", err, out)
+	}
+	t.Logf("$ kubectl get fault\n%s", out)
+}
+
 // invalidManifest returns a one-link Topology with patch added to the link,
 // or, for a patch starting with ROUTE:, a route.
 func invalidManifest(name, patch string) string {

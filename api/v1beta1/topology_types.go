@@ -71,8 +71,8 @@ const MaxLinksWithLinkLocal = 4096
 // bytes a link, more with netem. So status.links lists every link while
 // the Topology with that list stays within MaxListingBytes of JSON (1,024
 // links with addresses do, 4,096 do not); past that, only the links
-// not up as specified (not wired yet, failed, down, or without carrier)
-// and the physical ones (whose status says how to set up the device's
+// not up as specified (not wired yet, failed, down, or without carrier),
+// those a LinkFault holds, and the physical ones (whose status says how to set up the device's
 // side), at most MaxListedUnconverged of them, and status.omitted_links
 // counts the rest: links up, with carrier, as specified. What is left of
 // etcd's limit holds the conditions, status.managed and that list.
@@ -434,6 +434,10 @@ type LinkStatus struct {
 	// LastError is the last failure applying this link, empty when none.
 	// +optional
 	LastError string `json:"last_error,omitempty"`
+	// Faults names the LinkFaults holding the link now, at either end: its
+	// state and netem are theirs until their windows end.
+	// +optional
+	Faults []string `json:"faults,omitempty"`
 }
 
 // ManagedLinks are the uids of the links whose spec field the controller

@@ -2,32 +2,59 @@ package crd
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
 )
 
-// TestCRDsHoldTopology checks the embedded set is the generated one and
-// leaves kustomization.yaml out.
-func TestCRDsHoldTopology(t *testing.T) {
+// crdNamed is the embedded CRD of name.
+func crdNamed(t *testing.T, name string) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
 	crds, err := CRDs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(crds) != 1 || crds[0].Name != "topologies.networkop.co.uk" || len(crds[0].Spec.Versions) == 0 {
-		t.Fatalf("embedded CRDs: %d, want topologies.networkop.co.uk with its versions", len(crds))
+	for _, c := range crds {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no embedded CRD %s", name)
+	return nil
+}
+
+// TestCRDsHoldTopologyAndLinkFault checks the embedded set is the generated
+// one and leaves kustomization.yaml out.
+func TestCRDsHoldTopologyAndLinkFault(t *testing.T) {
+	crds, err := CRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range crds {
+		if len(c.Spec.Versions) == 0 {
+			t.Errorf("%s has no versions", c.Name)
+		}
+		names = append(names, c.Name)
+	}
+	if want := []string{"linkfaults.networkop.co.uk", "topologies.networkop.co.uk"}; !slices.Equal(names, want) {
+		t.Fatalf("embedded CRDs %v, want %v", names, want)
 	}
 }
 
 // TestCRDBoundsAreTheAPIs: the CRD's bounds on spec.links and spec.routes
 // are the constants the rest of meshnet holds to.
 func TestCRDBoundsAreTheAPIs(t *testing.T) {
-	crds, err := CRDs()
-	if err != nil {
-		t.Fatal(err)
+	for _, v := range crdNamed(t, "linkfaults.networkop.co.uk").Spec.Versions {
+		if got := v.Schema.OpenAPIV3Schema.Properties["spec"].Properties["links"].MaxItems; got == nil || *got != v1beta1.MaxFaultLinks {
+			t.Errorf("LinkFault %s: spec.links maxItems %v, want v1beta1's %d", v.Name, got, v1beta1.MaxFaultLinks)
+		}
 	}
-	for _, v := range crds[0].Spec.Versions {
+	for _, v := range crdNamed(t, "topologies.networkop.co.uk").Spec.Versions {
 		spec := v.Schema.OpenAPIV3Schema.Properties["spec"]
 		for field, want := range map[string]int64{"links": v1beta1.MaxLinks, "routes": v1beta1.MaxRoutes} {
 			if got := spec.Properties[field].MaxItems; got == nil || *got != want {

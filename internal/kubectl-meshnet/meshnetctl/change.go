@@ -81,6 +81,7 @@ func newStateCommand(o *options, state v1beta1.LinkState) *cobra.Command {
 	var (
 		wf      waitFlags
 		runtime bool
+		hold    time.Duration
 	)
 	what := map[v1beta1.LinkState]string{
 		v1beta1.LinkDown: "Take a link down at both ends, as a cable pull does",
@@ -89,7 +90,7 @@ func newStateCommand(o *options, state v1beta1.LinkState) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   string(state) + " POD INTERFACE",
 		Short: what,
-		Long:  what + ".\n\nIt sets spec.links[i].state of POD's Topology to " + string(state) + ".\n" + declarative + "\n" + runtimeOnly,
+		Long:  what + ".\n\nIt sets spec.links[i].state of POD's Topology to " + string(state) + ".\n" + declarative + "\n" + runtimeOnly + map[v1beta1.LinkState]string{v1beta1.LinkDown: "\n" + forHelp}[state],
 		Example: fmt.Sprintf(`  # Set r1's eth1 %[1]s and wait for the kernel
   kubectl meshnet %[1]s r1 eth1 -n lab
 
@@ -97,7 +98,10 @@ func newStateCommand(o *options, state v1beta1.LinkState) *cobra.Command {
   kubectl meshnet %[1]s r1 eth1 -n lab --wait=false
 
   # Set it %[1]s in the kernel, not in the Topology, until the controller's next pass
-  kubectl meshnet %[1]s r1 eth1 -n lab --runtime`, state),
+  kubectl meshnet %[1]s r1 eth1 -n lab --runtime`, state) + map[v1beta1.LinkState]string{v1beta1.LinkDown: `
+
+  # Pull the cable for 30 s; it is put back by itself
+  kubectl meshnet down r1 eth1 -n lab --for 30s`}[state],
 		Args:              exactArgs("POD", "INTERFACE"),
 		ValidArgsFunction: o.completeLinks,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -106,8 +110,17 @@ func newStateCommand(o *options, state v1beta1.LinkState) *cobra.Command {
 					return err
 				}
 			}
+			if hold != 0 {
+				if err := checkFor(cmd.Flags(), hold); err != nil {
+					return err
+				}
+			}
 			if err := o.connect(); err != nil {
 				return err
+			}
+			if hold != 0 {
+				return o.createFault(cmd.Context(), cmd.OutOrStdout(), args[0], args[1], "down",
+					v1beta1.LinkFaultSpec{State: &state, Duration: v1beta1.DurationOf(hold)}, wf)
 			}
 			f := stateField(state)
 			if runtime {
@@ -125,6 +138,9 @@ func newStateCommand(o *options, state v1beta1.LinkState) *cobra.Command {
 	}
 	wf.bind(cmd.Flags())
 	runtimeFlag(cmd.Flags(), &runtime)
+	if state == v1beta1.LinkDown {
+		forFlag(cmd.Flags(), &hold)
+	}
 	return cmd
 }
 
@@ -153,6 +169,7 @@ func newNetemCommand(o *options) *cobra.Command {
 		wf      waitFlags
 		clear   bool
 		runtime bool
+		hold    time.Duration
 		set     = map[string]*string{}
 	)
 	cmd := &cobra.Command{
@@ -166,7 +183,7 @@ It sets spec.links[i].netem of POD's Topology to exactly the flags given
 
 Units are tc's: durations 50ms, 1.5s, 250us; percentages 1% or 0.5;
 rates 100mbit, 1gbit, 10mbps.
-` + runtimeOnly,
+` + runtimeOnly + forHelp,
 		Example: `  # 50 ms of delay with 5 ms of jitter, and 1% loss
   kubectl meshnet netem r1 eth1 -n lab --delay 50ms --jitter 5ms --loss 1%
 
@@ -177,7 +194,10 @@ rates 100mbit, 1gbit, 10mbps.
   kubectl meshnet netem r1 eth1 -n lab --clear
 
   # 200 ms of delay in the kernel only, until the controller's next pass
-  kubectl meshnet netem r1 eth1 -n lab --delay 200ms --runtime`,
+  kubectl meshnet netem r1 eth1 -n lab --delay 200ms --runtime
+
+  # 100 ms of delay for 2 minutes, then the Topology's shaping again
+  kubectl meshnet netem r1 eth1 -n lab --delay 100ms --for 2m`,
 		Args:              exactArgs("POD", "INTERFACE"),
 		ValidArgsFunction: o.completeLinks,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -190,8 +210,20 @@ rates 100mbit, 1gbit, 10mbps.
 					return err
 				}
 			}
+			if hold != 0 {
+				if err := checkFor(cmd.Flags(), hold); err != nil {
+					return err
+				}
+				if n == nil {
+					return errors.New("--for: cannot be combined with --clear (deleting the LinkFault ends its shaping: kubectl delete linkfault NAME)")
+				}
+			}
 			if err := o.connect(); err != nil {
 				return err
+			}
+			if hold != 0 {
+				return o.createFault(cmd.Context(), cmd.OutOrStdout(), args[0], args[1], "netem",
+					v1beta1.LinkFaultSpec{Netem: n, Duration: v1beta1.DurationOf(hold)}, wf)
 			}
 			f := linkField{
 				name: "netem",
@@ -222,6 +254,7 @@ rates 100mbit, 1gbit, 10mbps.
 	cmd.Flags().BoolVar(&clear, "clear", false, "remove the link's shaping")
 	wf.bind(cmd.Flags())
 	runtimeFlag(cmd.Flags(), &runtime)
+	forFlag(cmd.Flags(), &hold)
 	return cmd
 }
 

@@ -60,6 +60,8 @@ const nodeField = "status.node"
 
 // +kubebuilder:rbac:groups=networkop.co.uk,resources=topologies,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=networkop.co.uk,resources=topologies/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups=networkop.co.uk,resources=linkfaults,verbs=get;list;watch
+// +kubebuilder:rbac:groups=networkop.co.uk,resources=linkfaults/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -116,7 +118,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	r.stale = make(chan event.GenericEvent, 1024)
 	changed := make(chan event.GenericEvent, 4096)
 	r.ctx, r.kernel = ctx, newKernel(r.Daemons, r.Pool, changed)
-	return ctrl.NewControllerManagedBy(mgr).
+	if err := ctrl.NewControllerManagedBy(mgr).
 		Named("topology").
 		WithOptions(crcontroller.Options{
 			MaxConcurrentReconciles: r.Workers,
@@ -133,7 +135,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 			return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
 		})).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.topologiesOnSliceNodes), builder.WithPredicates(daemonSlices)).
-		Complete(r)
+		Watches(&v1beta1.LinkFault{}, handler.EnqueueRequestsFromMapFunc(r.topologiesOfFault)).
+		Complete(r); err != nil {
+		return err
+	}
+	return r.setupFaults(mgr)
 }
 
 // topologiesOnSliceNodes maps a daemon EndpointSlice to the Topologies on
@@ -156,8 +162,17 @@ func (r *Reconciler) topologiesOnSliceNodes(ctx context.Context, o client.Object
 	return reqs
 }
 
-// Reconcile converges one Topology.
-func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+// Reconcile converges one Topology, and comes back at the next edge of a
+// LinkFault on its links.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
+	var edge time.Time // when what LinkFaults do to its links changes next
+	defer func() {
+		if err == nil && !edge.IsZero() {
+			if d := max(time.Until(edge), time.Millisecond); res.RequeueAfter == 0 || d < res.RequeueAfter {
+				res.RequeueAfter = d
+			}
+		}
+	}()
 	logger := log.FromContext(ctx).WithValues("pod", req.NamespacedName.String())
 	topo := &v1beta1.Topology{}
 	if err := r.Client.Get(ctx, req.NamespacedName, topo); err != nil {
@@ -185,7 +200,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	d, err := desiredState(topo, pod, peers)
+	faults, err := r.faultsOn(ctx, topo)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	var held map[v1beta1.FaultLink]v1beta1.FaultHold
+	held, edge = v1beta1.Holding(faults, time.Now())
+	d, err := desiredState(topo, pod, peers, held)
 	if err != nil {
 		r.Recorder.Eventf(topo, nil, corev1.EventTypeWarning, v1beta1.ReasonInvalidSpec, "Apply", "%v", err)
 		return reconcile.Result{}, r.writeStatus(ctx, topo, failedStatus(topo, node, true, v1beta1.ReasonInvalidSpec, err.Error()))

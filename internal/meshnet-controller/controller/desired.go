@@ -26,6 +26,9 @@ type desired struct {
 	// before it can be wired, in a user's words; absent when nothing there
 	// holds it up.
 	waiting map[int]string
+	// faults is, per link uid, the LinkFaults holding it now, at either
+	// end.
+	faults map[int][]string
 }
 
 // desiredState computes the ApplyPod request for pod. Fields the spec sets are
@@ -38,7 +41,11 @@ type desired struct {
 // Topologies of the pods at the other ends, by name; without it the two
 // daemons would each push their own view to both VXLAN ends, and the link
 // would flap at every resync.
-func desiredState(topo *v1beta1.Topology, pod *corev1.Pod, peers map[string]*v1beta1.Topology) (desired, error) {
+//
+// held is what LinkFaults do to links now (v1beta1.Holding): they overlay
+// the Topologies, at this end and at the peer's, for their windows, and
+// what they applied is undone at the end as a dropped field is.
+func desiredState(topo *v1beta1.Topology, pod *corev1.Pod, peers map[string]*v1beta1.Topology, held map[v1beta1.FaultLink]v1beta1.FaultHold) (desired, error) {
 	before := topo.Status.Managed.ByUID()
 	d := desired{
 		request: &meshnetv1.ApplyPodRequest{
@@ -50,6 +57,7 @@ func desiredState(topo *v1beta1.Topology, pod *corev1.Pod, peers map[string]*v1b
 		managed:  map[int][]string{},
 		heldDown: map[int]string{},
 		waiting:  map[int]string{},
+		faults:   map[int][]string{},
 	}
 	ix := uidIndex{}
 	for i, l := range topo.Spec.Links {
@@ -58,6 +66,15 @@ func desiredState(topo *v1beta1.Topology, pod *corev1.Pod, peers map[string]*v1b
 		if why := waitingFor(topo, l, peer, pl); why != "" {
 			d.waiting[l.UID] = why
 		}
+		own := held[v1beta1.FaultLink{Pod: topo.Name, Interface: l.LocalIntf}]
+		var far v1beta1.FaultHold
+		if l.HasPodPeer() {
+			far = held[v1beta1.FaultLink{Pod: l.PeerPod, Interface: l.PeerIntf}]
+		}
+		if by := append(slices.Clone(own.By), far.By...); len(by) > 0 {
+			d.faults[l.UID] = by
+		}
+		l = overlay(l, own, far.Down)
 		spec := &meshnetv1.LinkSpec{Interface: l.LocalIntf}
 		var managed []string
 		held := heldByPeer(topo.Name, l, pl)
@@ -85,8 +102,12 @@ func desiredState(topo *v1beta1.Topology, pod *corev1.Pod, peers map[string]*v1b
 			s, err := netemconv.FromTopology(l.Netem)
 			if err != nil {
 				var msgs []string
+				field := fmt.Sprintf("spec.links[%d].netem", i)
+				if own.Netem != nil {
+					field = fmt.Sprintf("LinkFault %s: spec.netem", own.NetemBy)
+				}
 				for _, fe := range netemconv.Fields(err) {
-					msgs = append(msgs, fmt.Sprintf("spec.links[%d].netem.%s: %s", i, fe.Field, fe.Reason))
+					msgs = append(msgs, fmt.Sprintf("%s.%s: %s", field, fe.Field, fe.Reason))
 				}
 				return desired{}, fmt.Errorf("link uid %d: %s", l.UID, strings.Join(msgs, "; "))
 			}
@@ -112,6 +133,20 @@ func desiredState(topo *v1beta1.Topology, pod *corev1.Pod, peers map[string]*v1b
 		d.request.Routes = &meshnetv1.RouteSet{}
 	}
 	return d, nil
+}
+
+// overlay is l as LinkFaults leave it: down when a fault holding it (own)
+// or its far end (farDown) pulls its cable, shaped by own's netem in place
+// of its own.
+func overlay(l v1beta1.Link, own v1beta1.FaultHold, farDown bool) v1beta1.Link {
+	if own.Down || farDown {
+		down := v1beta1.LinkDown
+		l.State = &down
+	}
+	if own.Netem != nil {
+		l.Netem = own.Netem
+	}
+	return l
 }
 
 // uidIndex finds Topologies' links by uid, indexing each Topology once: a

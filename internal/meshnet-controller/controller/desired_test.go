@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -35,7 +36,7 @@ func TestDesiredSendsOnlyWhatTheSpecSets(t *testing.T) {
 	)
 	pod := &corev1.Pod{}
 	pod.UID = "u1"
-	d, err := desiredState(topo, pod, nil)
+	d, err := desiredState(topo, pod, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +62,7 @@ func TestDesiredUndoesWhatTheSpecDropped(t *testing.T) {
 	topo := topology(v1beta1.Link{UID: 1, LocalIntf: "eth1"})
 	topo.Status.Managed = &v1beta1.ManagedLinks{State: []int{1}, Netem: []int{1}}
 	topo.Status.RoutesManaged = true
-	d, err := desiredState(topo, &corev1.Pod{}, nil)
+	d, err := desiredState(topo, &corev1.Pod{}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestDesiredUndoesWhatTheSpecDropped(t *testing.T) {
 func TestDesiredRoutes(t *testing.T) {
 	topo := topology()
 	topo.Spec.Routes = []v1beta1.Route{{Dst: "10.10.0.0/16", Gw: "10.0.0.2"}}
-	d, err := desiredState(topo, &corev1.Pod{}, nil)
+	d, err := desiredState(topo, &corev1.Pod{}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +114,7 @@ func TestDesiredLinkDownWhenEitherEndSaysDown(t *testing.T) {
 		v1beta1.Link{UID: 6, PeerPod: v1beta1.PeerHost, LocalIntf: "eth6", PeerIntf: "eth0", State: up},
 	)
 	topo.Status.Managed = &v1beta1.ManagedLinks{State: []int{2}}
-	d, err := desiredState(topo, &corev1.Pod{}, map[string]*v1beta1.Topology{"r2": r2})
+	d, err := desiredState(topo, &corev1.Pod{}, map[string]*v1beta1.Topology{"r2": r2}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,6 +141,59 @@ func TestDesiredLinkDownWhenEitherEndSaysDown(t *testing.T) {
 		if _, got := d.heldDown[uid]; got != w.held {
 			t.Errorf("uid %d: held down %v, want %v (%v)", uid, got, w.held, d.heldDown)
 		}
+	}
+}
+
+// TestDesiredOverlaysFaults: a LinkFault at this end or the far end pulls
+// the cable, a fault's netem replaces the Topology's, the links say which
+// faults hold them, and once the faults let go what they applied is undone
+// as a dropped field is.
+func TestDesiredOverlaysFaults(t *testing.T) {
+	own := &v1beta1.Netem{Delay: ptr.To[v1beta1.Duration]("50ms")}
+	fault := &v1beta1.Netem{Delay: ptr.To[v1beta1.Duration]("300ms")}
+	topo := topology(
+		v1beta1.Link{UID: 1, PeerPod: "r2", LocalIntf: "eth1", PeerIntf: "eth1"},
+		v1beta1.Link{UID: 2, PeerPod: "r2", LocalIntf: "eth2", PeerIntf: "eth2", Netem: own},
+		v1beta1.Link{UID: 3, PeerPod: "r2", LocalIntf: "eth3", PeerIntf: "eth3"},
+	)
+	held := map[v1beta1.FaultLink]v1beta1.FaultHold{
+		{Pod: "r1", Interface: "eth1"}: {By: []string{"cut"}, Down: true},
+		{Pod: "r1", Interface: "eth2"}: {By: []string{"slow"}, Netem: fault, NetemBy: "slow"},
+		{Pod: "r2", Interface: "eth3"}: {By: []string{"far"}, Down: true},
+	}
+	d, err := desiredState(topo, &corev1.Pod{}, nil, held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := d.request.Links
+	if l[0].GetState() != meshnetv1.LinkState_LINK_STATE_DOWN || l[2].GetState() != meshnetv1.LinkState_LINK_STATE_DOWN {
+		t.Errorf("eth1 %v, eth3 %v: want both down (a fault here, a fault at the far end)", l[0].GetState(), l[2].GetState())
+	}
+	if got := l[1].GetNetem().GetDelay().AsDuration().Milliseconds(); got != 300 || l[1].State != nil {
+		t.Errorf("eth2: delay %d ms, state %v; want the fault's 300 ms and no state", got, l[1].State)
+	}
+	if !slices.Equal(d.faults[1], []string{"cut"}) || !slices.Equal(d.faults[2], []string{"slow"}) || !slices.Equal(d.faults[3], []string{"far"}) {
+		t.Errorf("faults by uid %v", d.faults)
+	}
+	topo.Status.Managed = v1beta1.NewManagedLinks(d.managed)
+	d, err = desiredState(topo, &corev1.Pod{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l = d.request.Links
+	if l[0].GetState() != meshnetv1.LinkState_LINK_STATE_UP || l[2].GetState() != meshnetv1.LinkState_LINK_STATE_UP {
+		t.Errorf("after the faults: eth1 %v, eth3 %v; want both back up", l[0].GetState(), l[2].GetState())
+	}
+	if got := l[1].GetNetem().GetDelay().AsDuration().Milliseconds(); got != 50 {
+		t.Errorf("after the fault: eth2 delay %d ms, want its Topology's 50 ms", got)
+	}
+	if len(d.faults) != 0 {
+		t.Errorf("after the faults: faults by uid %v, want none", d.faults)
+	}
+	held = map[v1beta1.FaultLink]v1beta1.FaultHold{{Pod: "r1", Interface: "eth2"}: {By: []string{"bad"},
+		Netem: &v1beta1.Netem{Jitter: ptr.To[v1beta1.Duration]("5ms")}, NetemBy: "bad"}}
+	if _, err := desiredState(topo, &corev1.Pod{}, nil, held); err == nil || !strings.Contains(err.Error(), "LinkFault bad: spec.netem.jitter") {
+		t.Errorf("a fault's bad netem: %v, want an error naming LinkFault bad: spec.netem.jitter", err)
 	}
 }
 

@@ -38,7 +38,7 @@ func convergedStatus(topo *v1beta1.Topology, pod *corev1.Pod, d desired, kernel 
 		Conditions: slices.Clone(topo.Status.Conditions),
 	}
 	var errs, waiting []string
-	var unconverged []v1beta1.LinkStatus // not up as specified, or physical: listed at any size
+	var unconverged []v1beta1.LinkStatus // not up as specified, physical, or held by a fault: listed at any size
 	var skipped []v1beta1.SkippedLink
 	for _, l := range topo.Spec.Links {
 		ls := v1beta1.LinkStatus{UID: l.UID, LocalIntf: l.LocalIntf, Node: pod.Spec.NodeName}
@@ -54,13 +54,14 @@ func convergedStatus(topo *v1beta1.Topology, pod *corev1.Pod, d desired, kernel 
 			waiting = append(waiting, fmt.Sprintf("%s (uid %d): %s", l.LocalIntf, l.UID, why))
 			skipped = append(skipped, v1beta1.SkippedLink{PodName: l.PeerPod, LinkID: l.UID})
 		}
+		ls.Faults = d.faults[l.UID]
 		if ls.Netem != nil {
 			st.ShapedLinks++
 		}
 		if ls.State == v1beta1.LinkDown {
 			st.DownLinks++
 		}
-		if !ok || ls.LastError != "" || ls.State != v1beta1.LinkUp || !ls.Carrier || ls.Physical != nil {
+		if !ok || ls.LastError != "" || ls.State != v1beta1.LinkUp || !ls.Carrier || ls.Physical != nil || len(ls.Faults) > 0 {
 			unconverged = append(unconverged, ls)
 		}
 		st.Links = append(st.Links, ls)
@@ -86,6 +87,9 @@ func convergedStatus(topo *v1beta1.Topology, pod *corev1.Pod, d desired, kernel 
 		for _, l := range topo.Spec.Links {
 			if peer, ok := d.heldDown[l.UID]; ok {
 				msg += fmt.Sprintf("; %s held down by %s, whose Topology sets it down", l.LocalIntf, peer)
+			}
+			if by := d.faults[l.UID]; len(by) > 0 {
+				msg += fmt.Sprintf("; %s held by LinkFault %s", l.LocalIntf, strings.Join(by, ", "))
 			}
 		}
 		setConditions(&st, topo.Generation, metav1.ConditionTrue, v1beta1.ReasonConverged, msg)

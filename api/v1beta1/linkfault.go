@@ -1,0 +1,148 @@
+package v1beta1
+
+import (
+	"fmt"
+	"time"
+)
+
+// FaultSchedule is where a LinkFault's schedule is at a moment: the one
+// rule that the controller holds links by, writes the fault's status by and
+// wakes up at the edges of.
+//
+// +kubebuilder:object:generate=false
+type FaultSchedule struct {
+	Phase FaultPhase
+	// Windows counts the windows begun by then.
+	Windows int32
+	// WindowStart is when the current window began (Phase Active).
+	WindowStart time.Time
+	// LastEdge is when the last window began or ended; zero before the
+	// first.
+	LastEdge time.Time
+	// NextEdge is when the next window begins or the current one ends;
+	// zero when none will (Completed, Suspended).
+	NextEdge time.Time
+}
+
+// Holds reports whether the fault holds its links: in a window.
+func (s FaultSchedule) Holds() bool { return s.Phase == FaultActive }
+
+// ScheduleAt is where f's schedule is at now. Its windows begin at start
+// (spec.start, else the fault's creation) and every period after, each
+// lasting duration, count of them (one without a period, no end with a
+// period and no count). An error names the spec field that does not
+// parse (the CRD's validation makes that unlikely).
+func (f *LinkFault) ScheduleAt(now time.Time) (FaultSchedule, error) {
+	d, err := f.Spec.Duration.Parse()
+	if err != nil {
+		return FaultSchedule{}, fmt.Errorf("spec.duration: %w", err)
+	}
+	if d <= 0 {
+		return FaultSchedule{}, fmt.Errorf("spec.duration: %s is not more than 0s", f.Spec.Duration)
+	}
+	var period time.Duration
+	if f.Spec.Period != nil {
+		if period, err = f.Spec.Period.Parse(); err != nil {
+			return FaultSchedule{}, fmt.Errorf("spec.period: %w", err)
+		}
+		if period <= d {
+			return FaultSchedule{}, fmt.Errorf("spec.period: %s is not longer than spec.duration %s", *f.Spec.Period, f.Spec.Duration)
+		}
+	}
+	count := int64(-1) // no end
+	switch {
+	case f.Spec.Count != nil:
+		count = int64(*f.Spec.Count)
+	case period == 0:
+		count = 1
+	}
+	start := f.CreationTimestamp.Time
+	if f.Spec.Start != nil {
+		start = f.Spec.Start.Time
+	}
+	var s FaultSchedule
+	if now.Before(start) {
+		s.Phase, s.NextEdge = FaultPending, start
+		if f.Spec.Suspend {
+			s.Phase, s.NextEdge = FaultSuspended, time.Time{}
+		}
+		return s, nil
+	}
+	// k is the window begun last: the one now is in or after.
+	k := int64(0)
+	if period > 0 {
+		k = int64(now.Sub(start) / period)
+	}
+	if count >= 0 && k >= count {
+		k = count - 1
+	}
+	begun := start.Add(time.Duration(k) * period)
+	ended := begun.Add(d)
+	s.Windows = int32(min(k+1, 1<<31-1))
+	switch {
+	case f.Spec.Suspend:
+		s.Phase, s.LastEdge = FaultSuspended, begun
+		if !now.Before(ended) {
+			s.LastEdge = ended
+		}
+	case now.Before(ended):
+		s.Phase, s.WindowStart, s.LastEdge, s.NextEdge = FaultActive, begun, begun, ended
+	case count < 0 || k+1 < count:
+		s.Phase, s.LastEdge, s.NextEdge = FaultWaiting, ended, begun.Add(period)
+	default:
+		s.Phase, s.LastEdge = FaultCompleted, ended
+	}
+	return s, nil
+}
+
+// Holding is each link the faults hold at now, with what they do to it:
+// down when any of them says down, and the netem of the one whose window
+// began last (ties: the first by name). Faults that do not parse hold
+// nothing. next is the earliest edge of any of them after now (zero when
+// none will come): when what they hold changes next.
+func Holding(faults []LinkFault, now time.Time) (held map[FaultLink]FaultHold, next time.Time) {
+	held = map[FaultLink]FaultHold{}
+	for i := range faults {
+		f := &faults[i]
+		s, err := f.ScheduleAt(now)
+		if err != nil {
+			continue
+		}
+		if !s.NextEdge.IsZero() && (next.IsZero() || s.NextEdge.Before(next)) {
+			next = s.NextEdge
+		}
+		if !s.Holds() {
+			continue
+		}
+		for _, l := range f.Spec.Links {
+			h := held[l]
+			h.By = append(h.By, f.Name)
+			if f.Spec.State != nil && *f.Spec.State == LinkDown {
+				h.Down = true
+			}
+			if f.Spec.Netem != nil && (h.Netem == nil || s.WindowStart.After(h.netemSince) ||
+				(s.WindowStart.Equal(h.netemSince) && f.Name < h.NetemBy)) {
+				h.Netem, h.netemSince, h.NetemBy = f.Spec.Netem, s.WindowStart, f.Name
+			}
+			held[l] = h
+		}
+	}
+	return held, next
+}
+
+// FaultHold is what the faults in a window do to one link.
+//
+// +kubebuilder:object:generate=false
+type FaultHold struct {
+	// By names the faults holding the link.
+	By []string
+	// Down: a fault pulls its cable.
+	Down bool
+	// Netem shapes its traffic in place of its Topology's; nil: the
+	// Topology's.
+	Netem *Netem
+	// NetemBy names the fault whose netem it is.
+	NetemBy string
+
+	netemSince time.Time
+}

@@ -1,0 +1,226 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/netemconv"
+)
+
+// faultsOn lists the LinkFaults of topo's namespace that name topo's pod
+// or one of its peers: those that may hold one of its links at either end.
+func (r *Reconciler) faultsOn(ctx context.Context, topo *v1beta1.Topology) ([]v1beta1.LinkFault, error) {
+	var list v1beta1.LinkFaultList
+	if err := r.Client.List(ctx, &list, client.InNamespace(topo.Namespace)); err != nil {
+		return nil, fmt.Errorf("list linkfaults in %s: %w", topo.Namespace, err)
+	}
+	if len(list.Items) == 0 {
+		return nil, nil
+	}
+	pods := map[string]bool{topo.Name: true}
+	for _, l := range topo.Spec.Links {
+		if l.HasPodPeer() {
+			pods[l.PeerPod] = true
+		}
+	}
+	return slices.DeleteFunc(list.Items, func(f v1beta1.LinkFault) bool {
+		return !slices.ContainsFunc(f.Spec.Links, func(l v1beta1.FaultLink) bool { return pods[l.Pod] })
+	}), nil
+}
+
+// topologiesOfFault maps a LinkFault to the Topologies whose links it
+// holds at either end: its pods', and the peers of its links.
+func (r *Reconciler) topologiesOfFault(ctx context.Context, o client.Object) []reconcile.Request {
+	f := o.(*v1beta1.LinkFault)
+	seen := map[string]bool{}
+	var reqs []reconcile.Request
+	add := func(pod string) {
+		if !seen[pod] {
+			seen[pod] = true
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: f.Namespace, Name: pod}})
+		}
+	}
+	for _, fl := range f.Spec.Links {
+		add(fl.Pod)
+		var topo v1beta1.Topology
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: fl.Pod}, &topo); err != nil {
+			continue // no Topology: nothing of it to hold
+		}
+		for _, l := range topo.Spec.Links {
+			if l.LocalIntf == fl.Interface && l.HasPodPeer() {
+				add(l.PeerPod)
+			}
+		}
+	}
+	return reqs
+}
+
+// faultStatus writes LinkFaults' statuses (their one writer) from their
+// schedules, and records each edge as an Event on the fault and on the
+// Topologies of its links.
+type faultStatus struct {
+	client   client.Client
+	recorder events.EventRecorder
+}
+
+// +kubebuilder:rbac:groups=networkop.co.uk,resources=linkfaults,verbs=get;list;watch
+// +kubebuilder:rbac:groups=networkop.co.uk,resources=linkfaults/status,verbs=get;patch;update
+
+func (r *Reconciler) setupFaults(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("linkfault").
+		For(&v1beta1.LinkFault{}).
+		Complete(&faultStatus{client: r.Client, recorder: r.Recorder})
+}
+
+// Reconcile writes one LinkFault's status and comes back at its next edge.
+func (s *faultStatus) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var f v1beta1.LinkFault
+	if err := s.client.Get(ctx, req.NamespacedName, &f); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	now := time.Now()
+	sched, err := f.ScheduleAt(now)
+	st := v1beta1.LinkFaultStatus{
+		ObservedGeneration: f.Generation,
+		Conditions:         slices.Clone(f.Status.Conditions),
+	}
+	if err == nil && f.Spec.Netem != nil {
+		if _, nerr := netemconv.FromTopology(f.Spec.Netem); nerr != nil {
+			var msgs []string
+			for _, fe := range netemconv.Fields(nerr) {
+				msgs = append(msgs, fmt.Sprintf("spec.netem.%s: %s", fe.Field, fe.Reason))
+			}
+			err = fmt.Errorf("%s", strings.Join(msgs, "; "))
+		}
+	}
+	if err != nil {
+		st.Phase = f.Status.Phase
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1beta1.ConditionReady, Status: metav1.ConditionFalse,
+			ObservedGeneration: f.Generation, Reason: v1beta1.ReasonInvalidSpec, Message: err.Error()})
+		return reconcile.Result{}, s.write(ctx, &f, st)
+	}
+	st.Phase, st.Windows = sched.Phase, sched.Windows
+	if !sched.LastEdge.IsZero() {
+		st.LastEdge = &metav1.MicroTime{Time: sched.LastEdge}
+	}
+	if !sched.NextEdge.IsZero() {
+		st.NextEdge = &metav1.MicroTime{Time: sched.NextEdge}
+	}
+	topos := map[string]*v1beta1.Topology{}
+	for _, l := range f.Spec.Links {
+		t, ok := topos[l.Pod]
+		if !ok {
+			t = &v1beta1.Topology{}
+			if err := s.client.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: l.Pod}, t); err != nil {
+				if !apierrors.IsNotFound(err) {
+					return reconcile.Result{}, err
+				}
+				t = nil
+			}
+			topos[l.Pod] = t
+		}
+		switch {
+		case t == nil || !slices.ContainsFunc(t.Spec.Links, func(tl v1beta1.Link) bool { return tl.LocalIntf == l.Interface }):
+			st.Missing = append(st.Missing, l.String())
+		case sched.Holds():
+			st.HeldLinks++
+		}
+	}
+	msg := fmt.Sprintf("%s: %d of %d links held", sched.Phase, st.HeldLinks, len(f.Spec.Links))
+	if len(st.Missing) > 0 {
+		msg += fmt.Sprintf("; no Topology lists %s", firstOf(st.Missing, "links"))
+	}
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1beta1.ConditionReady, Status: metav1.ConditionTrue,
+		ObservedGeneration: f.Generation, Reason: string(sched.Phase), Message: msg})
+	if sched.Phase != f.Status.Phase || sched.Windows != f.Status.Windows {
+		s.edge(&f, sched, topos)
+	}
+	if err := s.write(ctx, &f, st); err != nil {
+		return reconcile.Result{}, err
+	}
+	if sched.NextEdge.IsZero() {
+		return reconcile.Result{}, nil
+	}
+	return reconcile.Result{RequeueAfter: max(time.Until(sched.NextEdge), time.Millisecond)}, nil
+}
+
+// edge records that f's schedule moved to sched, on f and on the
+// Topologies of its links.
+func (s *faultStatus) edge(f *v1beta1.LinkFault, sched v1beta1.FaultSchedule, topos map[string]*v1beta1.Topology) {
+	var what string
+	switch sched.Phase {
+	case v1beta1.FaultActive:
+		var did []string
+		if f.Spec.State != nil {
+			did = append(did, "state "+string(*f.Spec.State))
+		}
+		if f.Spec.Netem != nil {
+			did = append(did, "netem")
+		}
+		what = fmt.Sprintf("window %d began: %s until %s", sched.Windows, strings.Join(did, " and "), sched.NextEdge.Format(time.RFC3339Nano))
+	case v1beta1.FaultPending:
+		what = "first window begins at " + sched.NextEdge.Format(time.RFC3339Nano)
+	case v1beta1.FaultWaiting:
+		what = fmt.Sprintf("window %d ended; the next begins at %s", sched.Windows, sched.NextEdge.Format(time.RFC3339Nano))
+	case v1beta1.FaultCompleted:
+		what = fmt.Sprintf("window %d, the last, ended", sched.Windows)
+	case v1beta1.FaultSuspended:
+		what = "suspended: links back to their Topologies"
+	}
+	s.recorder.Eventf(f, nil, corev1.EventTypeNormal, string(sched.Phase), "Schedule", "%s", what)
+	for _, t := range topos {
+		if t != nil {
+			s.recorder.Eventf(t, f, corev1.EventTypeNormal, "LinkFault"+string(sched.Phase), "Schedule", "LinkFault %s: %s", f.Name, what)
+		}
+	}
+}
+
+// write sets f's status to st, when it differs.
+func (s *faultStatus) write(ctx context.Context, f *v1beta1.LinkFault, st v1beta1.LinkFaultStatus) error {
+	if equalFaultStatus(f.Status, st) {
+		return nil
+	}
+	base := f.DeepCopy()
+	f.Status = st
+	if err := s.client.Status().Patch(ctx, f, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("write status of linkfault %s/%s: %w", f.Namespace, f.Name, err)
+	}
+	return nil
+}
+
+// equalFaultStatus compares statuses as the API server stores them: times
+// to the microsecond, conditions without their transition times.
+func equalFaultStatus(a, b v1beta1.LinkFaultStatus) bool {
+	us := func(t *metav1.MicroTime) int64 {
+		if t == nil {
+			return 0
+		}
+		return t.Truncate(time.Microsecond).UnixMicro()
+	}
+	if a.ObservedGeneration != b.ObservedGeneration || a.Phase != b.Phase || a.Windows != b.Windows || a.HeldLinks != b.HeldLinks ||
+		!slices.Equal(a.Missing, b.Missing) || us(a.LastEdge) != us(b.LastEdge) || us(a.NextEdge) != us(b.NextEdge) ||
+		len(a.Conditions) != len(b.Conditions) {
+		return false
+	}
+	for i := range a.Conditions {
+		x, y := a.Conditions[i], b.Conditions[i]
+		if x.Type != y.Type || x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message || x.ObservedGeneration != y.ObservedGeneration {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,152 @@
+//go:build kernel
+
+package controller_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/meshnet-lab/lab/labnet"
+	"github.com/meshnet/meshnet/internal/meshnetd/links"
+)
+
+// newFault creates a LinkFault in lab whose first window begins now.
+func newFault(t testing.TB, lab *labnet.Lab, name string, spec v1beta1.LinkFaultSpec) (*v1beta1.LinkFault, time.Time) {
+	t.Helper()
+	start := time.Now()
+	spec.Start = &metav1.MicroTime{Time: start}
+	f := &v1beta1.LinkFault{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: name}, Spec: spec}
+	if err := lab.Client.Create(context.Background(), f); err != nil {
+		t.Fatalf("create LinkFault %s: %v", name, err)
+	}
+	return f, start
+}
+
+// waitFault waits until LinkFault lab/name's status satisfies ok.
+func waitFault(t testing.TB, lab *labnet.Lab, name string, within time.Duration, ok func(*v1beta1.LinkFault) bool) *v1beta1.LinkFault {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		var f v1beta1.LinkFault
+		err := lab.Client.Get(context.Background(), client.ObjectKey{Namespace: "lab", Name: name}, &f)
+		if err == nil && ok(&f) {
+			return &f
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("LinkFault lab/%s status never as expected within %v: %v %+v", name, within, err, f.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// cut is a down link: the end's admin state down and no carrier.
+func cut(s links.Reading) bool { return !s.AdminUp && !s.Carrier }
+
+// TestKernelLinkFaults holds links with LinkFaults through the controller
+// and the meshnetds: a cable pull that ends by itself (both ends of a
+// VXLAN link lose carrier, and get it back when the window ends, without
+// anyone touching the Topology), a flap of a veth link counted at the
+// kernel, and a fault deleted in its window.
+func TestKernelLinkFaults(t *testing.T) {
+	p := newPair(t)
+	down := ptr.To(v1beta1.LinkDown)
+
+	t.Run("down for 3s", func(t *testing.T) {
+		_, start := newFault(t, p.lab, "cut", v1beta1.LinkFaultSpec{
+			Links: []v1beta1.FaultLink{{Pod: "r3", Interface: "eth1"}}, State: down, Duration: "3s"})
+		waitKernel(t, p.r3.Netns, "eth1", 5*time.Second, cut)
+		waitKernel(t, p.r1.Netns, "eth2", 5*time.Second, func(s links.Reading) bool { return !s.Carrier })
+		pulled := time.Since(start)
+		f := waitFault(t, p.lab, "cut", 5*time.Second, func(f *v1beta1.LinkFault) bool {
+			return f.Status.Phase == v1beta1.FaultActive && f.Status.HeldLinks == 1
+		})
+		if f.Status.NextEdge == nil || f.Status.NextEdge.Sub(start.Truncate(time.Microsecond)) != 3*time.Second { // a MicroTime
+			t.Errorf("status next_edge %v, want 3s after the start %v", f.Status.NextEdge, start)
+		}
+		topo := waitStatus(t, p.lab, "r1", 5*time.Second, func(topo *v1beta1.Topology) bool {
+			l := linkStatus(topo, "eth2")
+			return l != nil && l.State == v1beta1.LinkDown && slices.Equal(l.Faults, []string{"cut"})
+		})
+		if c := condition(&topo.Status, v1beta1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+			t.Errorf("r1 Ready %+v while the fault holds its eth2; want True (held as the fault says)", c)
+		}
+		if err := pings(p.r1, "10.0.2.2", 1); err == nil {
+			t.Error("ping over r1:eth2 passes while the fault holds it down")
+		}
+
+		waitKernel(t, p.r3.Netns, "eth1", 5*time.Second, up)
+		waitKernel(t, p.r1.Netns, "eth2", 5*time.Second, up)
+		back := time.Since(start)
+		t.Logf("both ends down %v after the window began, up %v after (window 3s)", pulled.Round(time.Millisecond), back.Round(time.Millisecond))
+		if back < 3*time.Second {
+			t.Errorf("the link came back %v after the start, before its window of 3s ended", back)
+		}
+		if err := pings(p.r1, "10.0.2.2", 3); err != nil {
+			t.Errorf("after the window: %v", err)
+		}
+		waitFault(t, p.lab, "cut", 5*time.Second, func(f *v1beta1.LinkFault) bool {
+			return f.Status.Phase == v1beta1.FaultCompleted && f.Status.HeldLinks == 0 && f.Status.Windows == 1
+		})
+		topo = waitStatus(t, p.lab, "r1", 5*time.Second, func(topo *v1beta1.Topology) bool {
+			l := linkStatus(topo, "eth2")
+			return converged(topo) && l != nil && l.State == v1beta1.LinkUp && l.Carrier && len(l.Faults) == 0
+		})
+		if topo.Spec.Links[1].State != nil {
+			t.Errorf("r1's spec: eth2 state %v; a fault must not write the Topology", *topo.Spec.Links[1].State)
+		}
+	})
+
+	t.Run("flap 3 times", func(t *testing.T) {
+		_, start := newFault(t, p.lab, "flap", v1beta1.LinkFaultSpec{
+			Links: []v1beta1.FaultLink{{Pod: "r1", Interface: "eth1"}}, State: down,
+			Duration: "700ms", Period: ptr.To[v1beta1.Duration]("2s"), Count: ptr.To[int32](3)})
+		// The far end's carrier, read every 10 ms: each window is one
+		// loss of carrier.
+		var downs []time.Duration
+		was := true
+		for time.Since(start) < 7*time.Second {
+			now := readState(t, p.r2.Netns, "eth1").Carrier
+			if was && !now {
+				downs = append(downs, time.Since(start))
+			}
+			was = now
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Logf("r2:eth1 lost carrier at %v (windows at 0s, 2s, 4s)", downs)
+		if len(downs) != 3 {
+			t.Fatalf("r2:eth1 lost carrier %d times, want 3", len(downs))
+		}
+		for i, d := range downs {
+			if late := d - time.Duration(i)*2*time.Second; late < 0 || late > time.Second {
+				t.Errorf("window %d: carrier lost %v after its start, want within 1s", i+1, late)
+			}
+		}
+		waitFault(t, p.lab, "flap", 5*time.Second, func(f *v1beta1.LinkFault) bool {
+			return f.Status.Phase == v1beta1.FaultCompleted && f.Status.Windows == 3
+		})
+	})
+
+	t.Run("deleted in its window", func(t *testing.T) {
+		f, _ := newFault(t, p.lab, "long", v1beta1.LinkFaultSpec{
+			Links: []v1beta1.FaultLink{{Pod: "r2", Interface: "eth1"}}, State: down, Duration: "10m"})
+		waitKernel(t, p.r1.Netns, "eth1", 5*time.Second, func(s links.Reading) bool { return !s.Carrier })
+		deleted := time.Now()
+		if err := p.lab.Client.Delete(context.Background(), f); err != nil {
+			t.Fatal(err)
+		}
+		waitKernel(t, p.r1.Netns, "eth1", 5*time.Second, up)
+		waitKernel(t, p.r2.Netns, "eth1", 5*time.Second, up)
+		took := time.Since(deleted)
+		t.Logf("both ends up %v after the fault's deletion", took.Round(time.Millisecond))
+		if took > time.Second {
+			t.Errorf("both ends up %v after the deletion, want within 1s", took)
+		}
+	})
+}
