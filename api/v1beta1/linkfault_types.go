@@ -145,11 +145,11 @@ type LinkFaultStatus struct {
 	Phase FaultPhase `json:"phase,omitempty"`
 	// Windows counts the windows begun so far.
 	// +optional
-	Windows int32 `json:"windows,omitempty"`
+	Windows int32 `json:"windows"`
 	// HeldLinks counts the links the fault holds now: its links that
 	// exist in their pods' Topologies during a window, else 0.
 	// +optional
-	HeldLinks int32 `json:"held_links,omitempty"`
+	HeldLinks int32 `json:"held_links"`
 	// Missing names the fault's links that no Topology lists.
 	// +optional
 	Missing []string `json:"missing,omitempty"`

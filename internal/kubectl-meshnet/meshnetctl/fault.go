@@ -166,7 +166,13 @@ func (o *options) createFault(ctx context.Context, w io.Writer, pod, intf, verb 
 		}
 		if err := o.client.Get(ctx, client.ObjectKeyFromObject(t), t); err == nil {
 			if ls := t.LinkStatuses().Of(uid); ls != nil && slices.Contains(ls.Faults, f.Name) {
-				return printLinks(w, linkViews([]v1beta1.Topology{onlyLink(t, index)}), false, false)
+				if err := printLinks(w, linkViews([]v1beta1.Topology{onlyLink(t, index)}), false, false); err != nil {
+					return err
+				}
+				if ls.LastError != "" {
+					return fmt.Errorf("%s holds %s:%s, but its node could not apply it: %s", f.Name, pod, intf, ls.LastError)
+				}
+				return nil
 			}
 		}
 		select {

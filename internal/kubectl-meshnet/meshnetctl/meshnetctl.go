@@ -167,6 +167,7 @@ func scheme() *runtime.Scheme {
 func mapper() meta.RESTMapper {
 	m := meta.NewDefaultRESTMapper(nil)
 	m.Add(v1beta1.GroupVersion.WithKind("Topology"), meta.RESTScopeNamespace)
+	m.Add(v1beta1.GroupVersion.WithKind("LinkFault"), meta.RESTScopeNamespace)
 	m.Add(corev1.SchemeGroupVersion.WithKind("Pod"), meta.RESTScopeNamespace)
 	m.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
 	return m
