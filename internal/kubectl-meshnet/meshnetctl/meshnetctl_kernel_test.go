@@ -385,6 +385,38 @@ func TestKernelCommandsAsUsers(t *testing.T) {
 		})
 	})
 
+	t.Run("down --for ends by itself", func(t *testing.T) {
+		// Link 2: r1's eth2 to r10's eth1. A viewer may not make a fault.
+		if _, stderr, code := r.run(t, r.viewer, "down", "r1", "eth2", "--for", "2s"); code != 1 || !strings.Contains(stderr, `cannot create resource "linkfaults"`) {
+			t.Errorf("down --for as viewer: exit %d, %q; want 1 and kubectl's Forbidden on linkfaults", code, stderr)
+		}
+		out, _, code := r.run(t, r.editor, "down", "r1", "eth2", "--for", "2s")
+		if code != 0 || !strings.Contains(out, "linkfault.networkop.co.uk/r1-eth2-down-") || !strings.Contains(lastLine(out), " down ") {
+			t.Fatalf("down --for 2s: exit %d; want the fault created and the link's row with state down", code)
+		}
+		waitFor(t, "r10's eth1 without carrier", func() bool { return !hasCarrier(r.link(t, "r10", "eth1")) })
+		if got := r.topology(t, "r1").Spec.Links[1].State; got != nil {
+			t.Errorf("r1's spec.links[1].state = %v: a fault must leave the Topology as it is", *got)
+		}
+		waitFor(t, "r1's eth2 and r10's eth1 up with carrier after the 2 s", func() bool {
+			a, b := r.link(t, "r1", "eth2"), r.link(t, "r10", "eth1")
+			return isUp(a) && hasCarrier(a) && isUp(b) && hasCarrier(b)
+		})
+		for _, tc := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"down", "r1", "eth2", "--for", "30s", "--runtime"}, "error: --for: cannot be combined with --runtime"},
+			{[]string{"down", "r1", "eth9", "--for", "30s"}, `error: interface "eth9": pod r1 has no link on it`},
+			{[]string{"netem", "r1", "eth2", "--clear", "--for", "1m"}, "error: --for: cannot be combined with --clear"},
+			{[]string{"flap", "r1", "eth2", "--down", "1s"}, "error: --up 0s: must be more than 0s"},
+		} {
+			if _, stderr, code := r.run(t, r.editor, tc.args...); code != 1 || !strings.HasPrefix(stderr, tc.want) {
+				t.Errorf("%v: exit %d, %q; want 1 and %q", tc.args, code, stderr, tc.want)
+			}
+		}
+	})
+
 	t.Run("exec credential plugin", func(t *testing.T) {
 		out, _, code := r.run(t, r.execEditor, "down", "r2", "eth1")
 		if code != 0 || !strings.Contains(out, "topology.networkop.co.uk/r2 patched (spec.links[1].state: <unset> (up) -> down)") {

@@ -173,6 +173,9 @@ func TestArgs(t *testing.T) {
 		{[]string{"links", "-o", "table"}, `--output "table": unknown format, want one of: wide, json, yaml`},
 		{[]string{"routes", "r1", "--via", "10.0.0.2"}, "--via and --dev describe a route to add: give --add DST as well"},
 		{[]string{"routes", "r1", "--add", "192.0.2.0/24"}, "--add 192.0.2.0/24: a route needs --via GW, --dev INTERFACE or both"},
+		{[]string{"down", "r1", "eth1", "--for", "5ms"}, "--for 5ms: must be at least 10ms"},
+		{[]string{"flap", "r1", "eth1", "--down", "0s", "--up", "1s", "--count", "0"}, "--down 0s: must be at least 10ms\n--count 0: must be at least 1"},
+		{[]string{"up", "r1", "eth1", "--for", "5s"}, "unknown flag: --for"},
 	} {
 		var out, errw bytes.Buffer
 		if code := Main(tc.args, &out, &errw); code != 1 || strings.TrimSpace(errw.String()) != "error: "+tc.want {
