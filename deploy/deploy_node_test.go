@@ -67,6 +67,40 @@ func TestNodeMeshnetAsInstalled(t *testing.T) {
 			}
 		}
 	})
+	t.Run("NodesSayTheirVersion", func(t *testing.T) {
+		// The version tools/kubernetes/go.mod pins, stamped into the
+		// binaries as Kubernetes' own build stamps it.
+		mod, err := os.ReadFile("../tools/kubernetes/go.mod")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`(?m)^\s*k8s\.io/kubernetes (v\S+)`).FindSubmatch(mod)
+		if m == nil {
+			t.Fatal("tools/kubernetes/go.mod requires no k8s.io/kubernetes")
+		}
+		want := string(m[1])
+		out, err := c.Kubectl(ctx, "get", "nodes")
+		t.Logf("$ kubectl get nodes\n%s", out)
+		if err != nil || strings.Count(out, " "+want) != len(c.Nodes()) {
+			t.Errorf("kubectl get nodes: %v; want each node's VERSION %s", err, want)
+		}
+		var nodes corev1.NodeList
+		if err := c.Client.List(ctx, &nodes); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range nodes.Items {
+			if n.Status.NodeInfo.KubeletVersion != want {
+				t.Errorf("%s: kubelet version %q, want %s", n.Name, n.Status.NodeInfo.KubeletVersion, want)
+			}
+		}
+		out, err = c.Kubectl(ctx, "version", "-o", "json")
+		var v struct {
+			ServerVersion struct{ GitVersion, Major, Minor string }
+		}
+		if jerr := json.Unmarshal([]byte(out), &v); err != nil || jerr != nil || v.ServerVersion.GitVersion != want || v.ServerVersion.Major == "" {
+			t.Errorf("kubectl version: %v %v %+v; want the API server at %s with its major and minor", err, jerr, v.ServerVersion, want)
+		}
+	})
 	t.Run("ConflistSortsFirstAndKeepsPrimary", func(t *testing.T) {
 		for _, n := range c.Nodes() {
 			dir := filepath.Join(n.Dir, "cni", "net.d")

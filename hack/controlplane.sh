@@ -17,7 +17,18 @@ version_of() { # module go.mod -> version
 }
 kube=$(version_of k8s.io/kubernetes "$root/tools/kubernetes/go.mod")
 etcd=$(version_of go.etcd.io/etcd/server/v3 "$root/tools/etcd/go.mod")
-dir="$cache/controlplane/kube-$kube-etcd-$etcd"
+# The version stamped into the binaries, as Kubernetes' own build does
+# (hack/lib/version.sh there): kubectl get nodes and kubectl version then
+# say v1.37.2, not v0.0.0-master.
+major=${kube%%.*}; major=${major#v}
+minor=${kube#v*.}; minor=${minor%%.*}
+ldflags="-s -w"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+	ldflags+=" -X $pkg.gitVersion=$kube -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+done
+# Cached by version and by the flags they were built with.
+flags=$(printf '%s' "$ldflags" | sha256sum | cut -c1-8)
+dir="$cache/controlplane/kube-$kube-etcd-$etcd-$flags"
 mkdir -p "$dir"
 
 components=(etcd kube-apiserver)
@@ -30,7 +41,9 @@ build() { # name
 	if [ -x "$dir/$name" ]; then return; fi
 	[ "$name" = etcd ] && module=etcd pkg=.
 	echo "building $name $([ "$name" = etcd ] && echo "$etcd" || echo "$kube") into $dir (cold: kube-apiserver about 10 minutes, each other component 1-3)" >&2
-	(cd "$root/tools/$module" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$dir/$name.tmp" "$pkg")
+	local flags=$ldflags
+	[ "$name" = etcd ] && flags='-s -w'
+	(cd "$root/tools/$module" && CGO_ENABLED=0 go build -trimpath -ldflags "$flags" -o "$dir/$name.tmp" "$pkg")
 	mv "$dir/$name.tmp" "$dir/$name"
 }
 for c in "${components[@]}"; do build "$c"; done
