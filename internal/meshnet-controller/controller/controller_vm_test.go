@@ -31,6 +31,49 @@ func TestVMNetemThroughController(t *testing.T) {
 	for _, c := range []struct{ intf, peer string }{{"eth1", "10.0.1.2"}, {"eth2", "10.0.2.2"}} {
 		t.Run(c.intf, func(t *testing.T) { netemCycle(t, p, c.intf, c.peer) })
 	}
+	t.Run("a LinkFault's netem ends by itself", func(t *testing.T) { faultNetem(t, p, "eth1", "10.0.1.2") })
+}
+
+// faultNetem shapes r1's intf with a LinkFault for a window: the RTT is up
+// by the delay in the window, and back once it ended, without an edit of
+// the Topology.
+func faultNetem(t *testing.T, p *pair, intf, peer string) {
+	base := medianRTT(t, p, peer)
+	const window = 45 * time.Second // the VM's emulated CPUs: an apply takes seconds
+	_, start := newFault(t, p.lab, "slow", v1beta1.LinkFaultSpec{
+		Links: []v1beta1.FaultLink{{Pod: "r1", Interface: intf}}, Netem: &v1beta1.Netem{Delay: ptr.To[v1beta1.Duration]("50ms")},
+		Duration: v1beta1.DurationOf(window)})
+	topo := waitStatus(t, p.lab, "r1", statusWithin, func(topo *v1beta1.Topology) bool {
+		l := linkStatus(topo, intf)
+		return l != nil && slices.Contains(l.Faults, "slow") && shapedAs(topo, intf, 50*time.Millisecond, 0)
+	})
+	t.Logf("%s: shaped by the fault %v after its window began", intf, time.Since(start).Round(time.Millisecond))
+	checkShaped(t, topo, intf, 1)
+	checkQdisc(t, p, intf, "delay 50ms")
+	rtt := medianRTT(t, p, peer)
+	t.Logf("%s: RTT %v in the fault's window (baseline %v)", intf, rtt, base)
+	if d := rtt - base; d < 45*time.Millisecond || d > 90*time.Millisecond {
+		t.Errorf("%s: the fault's delay 50ms raised the RTT by %v (%v -> %v), want about 50ms", intf, d, base, rtt)
+	}
+	if time.Since(start) > window {
+		t.Fatalf("the RTT was measured %v after the window began, past its end (%v): the VM is too slow for this window", time.Since(start), window)
+	}
+	topo = waitStatus(t, p.lab, "r1", window+statusWithin, func(topo *v1beta1.Topology) bool {
+		l := linkStatus(topo, intf)
+		return converged(topo) && l != nil && len(l.Faults) == 0 && l.Netem == nil
+	})
+	t.Logf("%s: unshaped %v after the window began (window %v)", intf, time.Since(start).Round(time.Millisecond), window)
+	if time.Since(start) < window {
+		t.Errorf("%s unshaped %v after the start, before the window of %v ended", intf, time.Since(start), window)
+	}
+	if out := qdisc(t, p, intf); strings.Contains(out, "netem") {
+		t.Errorf("%s: netem still in the kernel after the fault's window:\n%s", intf, out)
+	}
+	rtt = medianRTT(t, p, peer)
+	t.Logf("%s: RTT %v after the window (baseline %v)", intf, rtt, base)
+	if rtt > base+10*time.Millisecond {
+		t.Errorf("%s: RTT %v after the fault's window, baseline %v", intf, rtt, base)
+	}
 }
 
 func netemCycle(t *testing.T, p *pair, intf, peer string) {

@@ -290,3 +290,32 @@ func reportLatencies(b *testing.B, what string, lat []time.Duration) {
 	b.ReportMetric(0, "ns/op")
 	b.Logf("%d %s: p50 %.1f ms, p99 %.1f ms, max %.1f ms", len(lat), what, pct(0.50), pct(0.99), pct(1))
 }
+
+// newFault creates a LinkFault in lab whose first window begins now.
+func newFault(t testing.TB, lab *labnet.Lab, name string, spec v1beta1.LinkFaultSpec) (*v1beta1.LinkFault, time.Time) {
+	t.Helper()
+	start := time.Now()
+	spec.Start = &metav1.MicroTime{Time: start}
+	f := &v1beta1.LinkFault{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: name}, Spec: spec}
+	if err := lab.Client.Create(context.Background(), f); err != nil {
+		t.Fatalf("create LinkFault %s: %v", name, err)
+	}
+	return f, start
+}
+
+// waitFault waits until LinkFault lab/name's status satisfies ok.
+func waitFault(t testing.TB, lab *labnet.Lab, name string, within time.Duration, ok func(*v1beta1.LinkFault) bool) *v1beta1.LinkFault {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		var f v1beta1.LinkFault
+		err := lab.Client.Get(context.Background(), client.ObjectKey{Namespace: "lab", Name: name}, &f)
+		if err == nil && ok(&f) {
+			return &f
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("LinkFault lab/%s status never as expected within %v: %v %+v", name, within, err, f.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
