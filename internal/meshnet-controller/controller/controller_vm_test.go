@@ -39,7 +39,7 @@ func TestVMNetemThroughController(t *testing.T) {
 // the Topology.
 func faultNetem(t *testing.T, p *pair, intf, peer string) {
 	base := medianRTT(t, p, peer)
-	const window = 45 * time.Second // the VM's emulated CPUs: an apply takes seconds
+	const window = 15 * time.Second // the VM: shaped 0.4 s in, the RTT read in 2 s
 	_, start := newFault(t, p.lab, "slow", v1beta1.LinkFaultSpec{
 		Links: []v1beta1.FaultLink{{Pod: "r1", Interface: intf}}, Netem: &v1beta1.Netem{Delay: ptr.To[v1beta1.Duration]("50ms")},
 		Duration: v1beta1.DurationOf(window)})
