@@ -47,7 +47,13 @@ func decodeLink(m []byte) (name string, index int, r Reading, err error) {
 				}
 			})
 		case unix.IFLA_STATS64:
+			changes := r.Counters.CarrierChanges
 			r.Counters = counters64(data)
+			r.Counters.CarrierChanges = changes
+		case unix.IFLA_CARRIER_CHANGES:
+			if len(data) >= 4 {
+				r.Counters.CarrierChanges = uint64(binary.NativeEndian.Uint32(data))
+			}
 		}
 	})
 	if err != nil {

@@ -22,6 +22,9 @@ type Counters struct {
 	RxPackets, TxPackets uint64
 	RxDropped, TxDropped uint64
 	RxErrors, TxErrors   uint64
+	// CarrierChanges counts the times the interface gained or lost
+	// carrier (IFLA_CARRIER_CHANGES).
+	CarrierChanges uint64
 }
 
 // ReadLink reads interface name in ns, as Read does but for its qdisc, and

@@ -253,6 +253,7 @@ func fillKernel(ls *meshnetv1.LinkStatus, k links.Reading) {
 	ls.Counters = &meshnetv1.LinkCounters{
 		RxBytes: c.RxBytes, TxBytes: c.TxBytes, RxPackets: c.RxPackets, TxPackets: c.TxPackets,
 		RxDrops: c.RxDropped, TxDrops: c.TxDropped, RxErrors: c.RxErrors, TxErrors: c.TxErrors,
+		CarrierChanges: c.CarrierChanges,
 	}
 }
 

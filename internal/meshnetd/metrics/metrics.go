@@ -67,6 +67,7 @@ func NewLinks(pods *podstore.Store, read Reader, log *slog.Logger) *Links {
 		{d("link_tx_packets_total", "Packets sent by the link's interface."), (*meshnetv1.LinkCounters).GetTxPackets},
 		{d("link_rx_drops_total", "Received packets the interface dropped."), (*meshnetv1.LinkCounters).GetRxDrops},
 		{d("link_tx_drops_total", "Packets the interface dropped on send."), (*meshnetv1.LinkCounters).GetTxDrops},
+		{d("link_carrier_changes_total", "Times the link's interface gained or lost carrier (a cable pull and its end add 2 at both ends; a flap 2 a cycle)."), (*meshnetv1.LinkCounters).GetCarrierChanges},
 	}
 	c.adminUp = d("link_admin_up", "1 when the link's interface is administratively up, 0 when down (a cable pull).")
 	c.carrier = d("link_carrier", "1 when the link's interface has carrier (IFF_LOWER_UP).")

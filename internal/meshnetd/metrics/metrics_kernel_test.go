@@ -107,11 +107,22 @@ func TestKernelLinkMetrics(t *testing.T) {
 		}
 	}
 
+	changes := value(t, reg, "meshnet_link_carrier_changes_total", r1eth1)
 	if err := links.SetAdminDown(r2, nil, "eth1").Err(); err != nil {
 		t.Fatal(err)
 	}
 	if value(t, reg, "meshnet_link_admin_up", r2eth1) != 0 || value(t, reg, "meshnet_link_carrier", r1eth1) != 0 || value(t, reg, "meshnet_link_admin_up", r1eth1) != 1 {
 		t.Fatal("after r2 down: want r2 admin down, r1 admin up without carrier")
+	}
+	// A cable pull and its end: r1's end lost carrier and got it back.
+	if err := links.SetAdminUp(r2, nil, map[string]links.Saved{"eth1": {}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := value(t, reg, "meshnet_link_carrier_changes_total", r1eth1); got != changes+2 {
+		t.Fatalf("r1's carrier changes %v after a pull of r2's end and its end, want %v", got, changes+2)
+	}
+	if err := links.SetAdminDown(r2, nil, "eth1").Err(); err != nil {
+		t.Fatal(err)
 	}
 	// The host kernel has no netem: no netem gauges (the vm tier checks them).
 	if n := testutil.CollectAndCount(metrics.NewLinks(lab.Store, reader(t, lab.Store), nil), "meshnet_netem_delay_seconds"); n != 0 {

@@ -1041,9 +1041,13 @@ type LinkCounters struct {
 	// Receive errors.
 	RxErrors uint64 `protobuf:"varint,7,opt,name=rx_errors,json=rxErrors,proto3" json:"rx_errors,omitempty"`
 	// Send errors.
-	TxErrors      uint64 `protobuf:"varint,8,opt,name=tx_errors,json=txErrors,proto3" json:"tx_errors,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TxErrors uint64 `protobuf:"varint,8,opt,name=tx_errors,json=txErrors,proto3" json:"tx_errors,omitempty"`
+	// Times the interface gained or lost carrier since it was made, as the
+	// kernel counts them (IFLA_CARRIER_CHANGES): each cable pull and each
+	// flap of a link adds 2 at both ends.
+	CarrierChanges uint64 `protobuf:"varint,9,opt,name=carrier_changes,json=carrierChanges,proto3" json:"carrier_changes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *LinkCounters) Reset() {
@@ -1128,6 +1132,13 @@ func (x *LinkCounters) GetRxErrors() uint64 {
 func (x *LinkCounters) GetTxErrors() uint64 {
 	if x != nil {
 		return x.TxErrors
+	}
+	return 0
+}
+
+func (x *LinkCounters) GetCarrierChanges() uint64 {
+	if x != nil {
+		return x.CarrierChanges
 	}
 	return 0
 }
@@ -1492,7 +1503,7 @@ const file_meshnet_v1_types_proto_rawDesc = "" +
 	"\x03pod\x18\x01 \x01(\v2\x13.meshnet.v1.PodPeerH\x00R\x03pod\x126\n" +
 	"\bphysical\x18\x02 \x01(\v2\x18.meshnet.v1.PhysicalPeerH\x00R\bphysical\x12*\n" +
 	"\x04host\x18\x03 \x01(\v2\x14.meshnet.v1.HostPeerH\x00R\x04hostB\x06\n" +
-	"\x04peer\"\xf2\x01\n" +
+	"\x04peer\"\x9b\x02\n" +
 	"\fLinkCounters\x12\x19\n" +
 	"\brx_bytes\x18\x01 \x01(\x04R\arxBytes\x12\x19\n" +
 	"\btx_bytes\x18\x02 \x01(\x04R\atxBytes\x12\x1d\n" +
@@ -1503,7 +1514,8 @@ const file_meshnet_v1_types_proto_rawDesc = "" +
 	"\brx_drops\x18\x05 \x01(\x04R\arxDrops\x12\x19\n" +
 	"\btx_drops\x18\x06 \x01(\x04R\atxDrops\x12\x1b\n" +
 	"\trx_errors\x18\a \x01(\x04R\brxErrors\x12\x1b\n" +
-	"\ttx_errors\x18\b \x01(\x04R\btxErrors\"\xa5\x05\n" +
+	"\ttx_errors\x18\b \x01(\x04R\btxErrors\x12'\n" +
+	"\x0fcarrier_changes\x18\t \x01(\x04R\x0ecarrierChanges\"\xa5\x05\n" +
 	"\n" +
 	"LinkStatus\x12$\n" +
 	"\x03pod\x18\x01 \x01(\v2\x12.meshnet.v1.PodRefR\x03pod\x12\x1c\n" +
