@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
@@ -80,10 +82,66 @@ type faultStatus struct {
 // +kubebuilder:rbac:groups=networkop.co.uk,resources=linkfaults/status,verbs=get;patch;update
 
 func (r *Reconciler) setupFaults(mgr ctrl.Manager) error {
+	if err := ctrlmetrics.Registry.Register(&faultMetrics{reader: mgr.GetCache()}); err != nil {
+		return fmt.Errorf("register linkfault metrics: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("linkfault").
 		For(&v1beta1.LinkFault{}).
 		Complete(&faultStatus{client: r.Client, recorder: r.Recorder})
+}
+
+// faultMetrics is the LinkFaults as Prometheus sees them, read from reader
+// at each scrape with their schedules at that moment: no state of its own.
+type faultMetrics struct {
+	reader client.Reader
+}
+
+var (
+	faultsDesc = prometheus.NewDesc("meshnet_linkfaults",
+		"LinkFaults by namespace and phase (Pending, Active, Waiting, Completed, Suspended, Invalid).", []string{"namespace", "phase"}, nil)
+	faultLinksDesc = prometheus.NewDesc("meshnet_linkfault_held_links",
+		"Links that LinkFaults in a window name, by namespace.", []string{"namespace"}, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (m *faultMetrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- faultsDesc
+	ch <- faultLinksDesc
+}
+
+// Collect implements prometheus.Collector.
+func (m *faultMetrics) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var list v1beta1.LinkFaultList
+	if err := m.reader.List(ctx, &list); err != nil {
+		ch <- prometheus.NewInvalidMetric(faultsDesc, fmt.Errorf("list linkfaults: %w", err))
+		return
+	}
+	type key struct{ ns, phase string }
+	faults, held := map[key]int{}, map[string]int{}
+	now := time.Now()
+	for i := range list.Items {
+		f := &list.Items[i]
+		s, err := f.ScheduleAt(now)
+		phase := string(s.Phase)
+		if err != nil {
+			phase = "Invalid"
+		}
+		faults[key{f.Namespace, phase}]++
+		if s.Holds() {
+			held[f.Namespace] += len(f.Spec.Links)
+		} else if _, ok := held[f.Namespace]; !ok {
+			held[f.Namespace] = 0
+		}
+	}
+	for k, n := range faults {
+		ch <- prometheus.MustNewConstMetric(faultsDesc, prometheus.GaugeValue, float64(n), k.ns, k.phase)
+	}
+	for ns, n := range held {
+		ch <- prometheus.MustNewConstMetric(faultLinksDesc, prometheus.GaugeValue, float64(n), ns)
+	}
 }
 
 // Reconcile writes one LinkFault's status and comes back at its next edge.
