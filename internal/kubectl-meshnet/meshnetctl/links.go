@@ -179,16 +179,16 @@ func printLinks(w io.Writer, views []linkView, wide, withCounters bool) error {
 		head += "\tRX-PACKETS\tTX-PACKETS\tRX-BYTES\tTX-BYTES\tDROPS"
 	}
 	if wide {
-		head += "\tUID\tADDRESS\tWANTED\tERROR"
+		head += "\tUID\tADDRESS\tWANTED\tFAULTS\tERROR"
 	}
 	fmt.Fprintln(tw, head)
 	for _, v := range views {
-		kind, state, carrier, mtu, netem, node, lastErr := none, pending, none, none, none, none, none
+		kind, state, carrier, mtu, netem, node, faults, lastErr := none, pending, none, none, none, none, none, none
 		switch s := v.Status; {
 		case s != nil:
 			kind, state, carrier = or(string(s.Kind), none), or(string(s.State), pending), yesNo(s.Carrier)
 			mtu, node = strconv.Itoa(int(s.MTU)), or(s.Node, none)
-			netem, lastErr = words(s.Netem), or(s.LastError, none)
+			netem, faults, lastErr = words(s.Netem), or(strings.Join(s.Faults, ","), none), or(s.LastError, none)
 		case v.AsSpecified:
 			state, carrier = string(v1beta1.LinkUp), "yes"
 			kind, mtu, netem, node = unlisted, unlisted, unlisted, or(v.Node, unlisted)
@@ -202,7 +202,7 @@ func printLinks(w io.Writer, views []linkView, wide, withCounters bool) error {
 			}
 		}
 		if wide {
-			row = append(row, strconv.Itoa(v.Spec.UID), or(v.Spec.LocalIP, none), wanted(&v.Spec), lastErr)
+			row = append(row, strconv.Itoa(v.Spec.UID), or(v.Spec.LocalIP, none), wanted(&v.Spec), faults, lastErr)
 		}
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}

@@ -395,6 +395,9 @@ func TestKernelCommandsAsUsers(t *testing.T) {
 			t.Fatalf("down --for 2s: exit %d; want the fault created and the link's row with state down", code)
 		}
 		waitFor(t, "r10's eth1 without carrier", func() bool { return !hasCarrier(r.link(t, "r10", "eth1")) })
+		if wide, _, _ := r.run(t, r.viewer, "links", "r1", "-o", "wide"); !strings.Contains(wide, "FAULTS") || !strings.Contains(wide, " r1-eth2-down-") {
+			t.Errorf("links r1 -o wide while the fault holds eth2: want its name in FAULTS:\n%s", wide)
+		}
 		if got := r.topology(t, "r1").Spec.Links[1].State; got != nil {
 			t.Errorf("r1's spec.links[1].state = %v: a fault must leave the Topology as it is", *got)
 		}
