@@ -17,62 +17,46 @@ package daemon
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	stdlog "log"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/florianl/go-tc/core"
 	"github.com/go-logr/logr"
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
-	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/reflection"
-	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
-	"github.com/meshnet/meshnet/internal/access"
 	"github.com/meshnet/meshnet/internal/auth"
 	"github.com/meshnet/meshnet/internal/cniconf"
-	"github.com/meshnet/meshnet/internal/cniplugin"
 	"github.com/meshnet/meshnet/internal/daemonclient"
 	"github.com/meshnet/meshnet/internal/meshnetd/dataserver"
-	"github.com/meshnet/meshnet/internal/meshnetd/gateway"
 	"github.com/meshnet/meshnet/internal/meshnetd/linklock"
 	"github.com/meshnet/meshnet/internal/meshnetd/linkserver"
 	"github.com/meshnet/meshnet/internal/meshnetd/metrics"
+	"github.com/meshnet/meshnet/internal/meshnetd/nscache"
 	"github.com/meshnet/meshnet/internal/meshnetd/podstore"
 	"github.com/meshnet/meshnet/internal/meshnetd/topotrack"
-	"github.com/meshnet/meshnet/internal/meshnetd/topoview"
 	"github.com/meshnet/meshnet/internal/meshnetd/wiring"
 	"github.com/meshnet/meshnet/internal/partition"
-	"github.com/meshnet/meshnet/internal/pki"
 )
 
 // Config is meshnetd's configuration, one field a flag.
@@ -214,50 +198,18 @@ func Run(ctx context.Context, cfg Config) error {
 	startMemLimiter(ctx, cfg.MemoryLimit, log)
 	ctrllog.SetLogger(logr.FromSlogHandler(cfg.Log.Handler()))
 
-	_, portStr, err := net.SplitHostPort(cfg.GRPCAddr)
+	port, err := grpcPort(cfg.GRPCAddr)
 	if err != nil {
-		return fmt.Errorf("grpc address %q: %w", cfg.GRPCAddr, err)
-	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil || port <= 0 {
-		return fmt.Errorf("grpc address %q needs a port", cfg.GRPCAddr)
+		return err
 	}
 	// Before any connection of its own to the API server, which could
 	// take one of them as its local port.
 	if err := reservePorts(cfg.GRPCAddr, cfg.HTTPAddr); err != nil {
 		log.Warn("meshnetd's ports not reserved: an outgoing connection of the node may take one", "error", err)
 	}
-
-	restCfg, err := restConfig(cfg.Kubeconfig)
+	k, err := newKube(cfg)
 	if err != nil {
 		return err
-	}
-	restCfg.QPS, restCfg.Burst = cfg.KubeQPS, cfg.KubeBurst
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := v1beta1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	// Each read source watches no more than it serves: the EndpointSlices
-	// of the daemons, the Topologies of this node's pods (one watch each),
-	// and the Pods and Topologies of the namespaces being read.
-	endpoints, err := partition.NewCache(ctx, restCfg, scheme, cfg.DaemonNamespace)
-	if err != nil {
-		return err
-	}
-	nsReader, err := dataserver.NewReader(restCfg, scheme)
-	if err != nil {
-		return err
-	}
-	kclient, err := client.NewWithWatch(restCfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return fmt.Errorf("kubernetes client: %w", err)
-	}
-	kube, err := kubernetes.NewForConfig(restCfg)
-	if err != nil {
-		return fmt.Errorf("kubernetes client: %w", err)
 	}
 	store, err := podstore.Open(filepath.Join(cfg.StateDir, "pods"))
 	if err != nil {
@@ -266,245 +218,224 @@ func Run(ctx context.Context, cfg Config) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cacheDone := make(chan error, 1)
-	go func() { cacheDone <- endpoints.Start(ctx) }()
-	if !endpoints.WaitForCacheSync(ctx) {
-		return errors.New("the daemons' EndpointSlice cache did not sync")
+	w, err := startWatches(ctx, cfg, k, store)
+	if err != nil {
+		return err
 	}
-	go nsReader.Run(ctx)
-	topologies := topotrack.New(kclient)
-	defer topologies.Close()
-	topologies.Follow(store)
+	defer w.topologies.Close()
 
-	trustDone := make(chan error, 1)
-	var (
-		serverTLS      *tls.Config
-		peerTLS, gwTLS credentials.TransportCredentials
-		trust          func(*daemonclient.Pool)
-	)
-	if cfg.TLS {
-		serving, err := pki.NewServing(ctx, kube, pki.ServingOptions{Node: cfg.NodeName, IP: cfg.NodeIP, Dir: filepath.Join(cfg.StateDir, "pki"), Log: log})
-		if err != nil {
-			return err
-		}
-		defer serving.Stop()
-		go func() {
-			if err := serving.Wait(ctx, 10*time.Minute); err != nil {
-				log.Error("meshnetd serves no TLS handshake until its certificate is signed", "error", err)
-			}
-		}()
-		serverTLS = serving.ServerTLS()
-		// Peers are checked against the address dialled; the gateway dials
-		// loopback and checks this node's IP, which the certificate names.
-		peer, gwClient := pki.NewClient(""), pki.NewClient(cfg.NodeIP.String())
-		peerTLS, gwTLS = peer, gwClient
-		// Once the pool exists (below), the CA is awaited beside the rest.
-		trust = func(pool *daemonclient.Pool) {
-			roots, err := pki.Trust(ctx, kube, log, cfg.DaemonNamespace, cfg.CAConfigMap, 2*time.Second)
-			if err != nil {
-				trustDone <- err
-				return
-			}
-			peer.SetRoots(roots)
-			gwClient.SetRoots(roots)
-			pool.ResetConnectBackoff()
-			if renewed, err := serving.Trusted(roots); err != nil {
-				log.Error("serving certificate of a replaced CA not discarded", "error", err)
-			} else if renewed {
-				log.Info("serving certificate of a replaced CA discarded; a new one is asked for")
-			}
-			log.Info("meshnetd trusts the CA of meshnet-controller", "configmap", cfg.DaemonNamespace+"/"+cfg.CAConfigMap)
-		}
-	} else {
-		log.Warn("meshnetd serves plaintext (no --tls): tokens cross the node network in clear")
+	tr, err := newTransport(ctx, cfg, k.kube, log)
+	if err != nil {
+		return err
 	}
-	var creds credentials.PerRPCCredentials
-	if cfg.TokenFile != "" {
-		creds = auth.TokenFile{Path: cfg.TokenFile, Insecure: !cfg.TLS}
-	} else {
-		log.Warn("no --token-file: calls to other nodes' meshnetd will be refused")
-	}
-	pool := daemonclient.NewPool(peerTLS, creds)
+	defer tr.stop()
+	pool, trustDone := newPool(cfg, tr, log)
 	defer pool.Close()
-	if trust != nil {
-		go trust(pool)
-	}
-	locks := &linklock.Locks{}
-	var linkSrv *linkserver.Server // serves before any DEL reaches Forget
-	wirer, err := wiring.New(wiring.Config{
-		NodeName: cfg.NodeName, NodeIP: cfg.NodeIP, NodeNetns: cfg.NodeNetns, MacvlanParents: cfg.MacvlanParents, PeerPort: port, Peers: pool,
-		Store: store, Locks: locks, Topologies: topologies, Pods: nsReader, Client: kclient, Log: cfg.Log,
-		Forget:  func(k podstore.Key) error { return linkSrv.Forget(k) },
-		Changed: func(k podstore.Key) { linkSrv.Touch(k) },
-		Hold:    func(k podstore.Key) func() { return linkSrv.Hold(k) },
-	})
+	wirer, linkSrv, err := newLinkOwners(cfg, k, store, w, pool, port)
 	if err != nil {
 		return err
 	}
 	defer wirer.Close()
-	linkSrv, err = linkserver.New(linkserver.Config{
-		Pods: store, StateDir: filepath.Join(cfg.StateDir, "links"), Locks: locks, Remote: wirer, Links: wirer, Node: cfg.NodeName, NodeIP: cfg.NodeIP, Log: cfg.Log,
-	})
-	if err != nil {
-		return err
-	}
-	dataSrv := dataserver.New(dataserver.Config{Reader: nsReader, Log: cfg.Log, Links: &daemonclient.Daemons{
+	dataSrv := dataserver.New(dataserver.Config{Reader: w.namespaces, Log: cfg.Log, Links: &daemonclient.Daemons{
 		Node: cfg.NodeName, Local: linkSrv, Dial: pool.Conn,
-		Resolver: &partition.Resolver{Reader: endpoints, Namespace: cfg.DaemonNamespace, Service: cfg.DaemonService, Port: "grpc"},
+		Resolver: &partition.Resolver{Reader: w.endpoints, Namespace: cfg.DaemonNamespace, Service: cfg.DaemonService, Port: "grpc"},
 	}})
-
-	policy := access.Policy(cfg.ReadOpen)
 	issuer := auth.NewIssuer(func(ctx context.Context, path string) ([]byte, error) {
-		return kube.Discovery().RESTClient().Get().AbsPath(path).DoRaw(ctx)
+		return k.kube.Discovery().RESTClient().Get().AbsPath(path).DoRaw(ctx)
 	}, log)
-	checker := auth.NewChecker(kube, tokenReviewTTL).WithIssuer(issuer)
-	rpc := metrics.NewRPC()
-	serverOpts := []grpc.ServerOption{}
-	if serverTLS != nil {
-		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(serverTLS)))
-	}
-	// A panic in a handler (a bug) fails its call, Internal, and is
-	// logged; it does not take the node's links' daemon down.
-	recovered := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
-		method, _ := grpc.Method(ctx)
-		cfg.Log.Error("panic in a call", "node", cfg.NodeName, "method", method, "panic", p, "stack", string(debug.Stack()))
-		return status.Errorf(codes.Internal, "meshnetd of node %s failed on %s: %v", cfg.NodeName, method, p)
-	})
-	tcp := grpc.NewServer(append(append(serverOpts, serverBounds(checker, policy)...),
-		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(recovered), rpc.UnaryServerInterceptor(), auth.UnaryInterceptor(checker, policy)),
-		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(recovered), rpc.StreamServerInterceptor(), auth.StreamInterceptor(checker, policy),
-			newStreams(maxStreams, maxStreamsPerCaller).interceptor()))...)
-	meshnetv1.RegisterPeerServiceServer(tcp, wirer.PeerServer(linkSrv))
-	meshnetv1.RegisterLinkServiceServer(tcp, linkSrv)
-	meshnetv1.RegisterDataServiceServer(tcp, dataSrv)
-	tcpHealth := health.NewServer()
-	healthpb.RegisterHealthServer(tcp, tcpHealth)
-	reflection.Register(tcp)
-
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(metrics.NewLinks(store, linkSrv.ReadPod, cfg.Log), rpc)
-
-	unix := grpc.NewServer(grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(recovered)))
-	meshnetv1.RegisterCNIServiceServer(unix, wirer.CNIServer())
-	healthSrv := health.NewServer()
-	healthpb.RegisterHealthServer(unix, healthSrv)
-
-	unixLis, err := listenUnix(cfg.Socket)
-	if err != nil {
-		return err
-	}
-	tcpLis, err := net.Listen("tcp", cfg.GRPCAddr)
-	if err != nil {
-		unixLis.Close()
-		return fmt.Errorf("listen on %s: %w", cfg.GRPCAddr, err)
-	}
-	tcpLis = netutil.LimitListener(tcpLis, maxConns)
-	gwDial := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), daemonclient.MessageSizes()}
-	if gwTLS != nil {
-		gwDial[0] = grpc.WithTransportCredentials(gwTLS)
-	}
-	gw, err := gateway.New(ctx, gateway.Config{
-		Endpoint:    loopback(tcpLis.Addr()),
-		DialOptions: gwDial,
-		Services:    []gateway.Register{meshnetv1.RegisterLinkServiceHandler, meshnetv1.RegisterDataServiceHandler},
-		Gatherer:    registry,
-		// Every link of every namespace on the node is named there: read
-		// as the API server's own /metrics is, unless reads are open.
-		MetricsAccess: func(r *http.Request) error {
-			if cfg.ReadOpen {
-				return nil
-			}
-			return checker.HTTP(r, auth.Access{Verb: "get", Path: "/metrics"})
-		},
-		Profiling: cfg.Profiling,
-		Topology:  topoview.Handler(),
-		Bodies: &gateway.Bodies{
-			Max: meshnetv1.MaxRESTBodyBytes, InFlight: bodiesInFlight, Timeout: bodyTimeout,
-			Authenticate: func(ctx context.Context, token string) error {
-				_, err := checker.Authenticate(ctx, token)
-				return err
-			},
-		},
+	checker := auth.NewChecker(k.kube, tokenReviewTTL).WithIssuer(issuer)
+	srv, err := newServers(ctx, cfg, log, tr, checker, services{
+		cni: wirer.CNIServer(), peer: wirer.PeerServer(linkSrv), link: linkSrv, data: dataSrv,
+		links: metrics.NewLinks(store, linkSrv.ReadPod, cfg.Log),
 	})
 	if err != nil {
-		unixLis.Close()
-		tcpLis.Close()
 		return err
-	}
-	defer gw.Close()
-	httpLis, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		unixLis.Close()
-		tcpLis.Close()
-		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
-	}
-	httpLis = netutil.LimitListener(httpLis, maxConns)
-	// No ReadTimeout or WriteTimeout: watches and captures last as long as
-	// their callers want; a body has its own deadline (gateway.Bodies).
-	httpSrv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleTimeout,
-		MaxHeaderBytes: maxHeaderBytes, TLSConfig: serverTLS, ErrorLog: stdlog.New(serverErrors{log}, "", 0)}
-	serveHTTP := httpSrv.Serve
-	if serverTLS != nil {
-		serveHTTP = func(l net.Listener) error { return httpSrv.ServeTLS(l, "", "") }
 	}
 
 	serveErr := make(chan error, 3)
-	go func() { serveErr <- unix.Serve(unixLis) }()
-	go func() { serveErr <- tcp.Serve(tcpLis) }()
-	go func() { serveErr <- serveHTTP(httpLis) }()
+	srv.serve(serveErr)
 	statusDone := make(chan struct{})
 	go func() { wirer.Run(ctx); close(statusDone) }()
 	watchDone := make(chan struct{})
 	go func() { linkSrv.Run(ctx); close(watchDone) }()
-	healthSrv.SetServingStatus(cniplugin.HealthService, healthpb.HealthCheckResponse_SERVING)
-	tcpHealth.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	for _, p := range store.List() {
 		// State set at runtime survives a daemon restart.
 		if err := linkSrv.Reapply(ctx, p.Key()); err != nil {
 			log.Warn("runtime state not re-applied", "pod", p.Key().String(), "error", err)
 		}
 	}
-	log.Info("meshnetd serving", "tls", cfg.TLS, "socket", cfg.Socket, "grpc_addr", tcpLis.Addr().String(), "http_addr", httpLis.Addr().String(), "node_ip", cfg.NodeIP)
+	log.Info("meshnetd serving", "tls", cfg.TLS, "socket", cfg.Socket, "grpc_addr", srv.tcpLis.Addr().String(), "http_addr", srv.httpLis.Addr().String(), "node_ip", cfg.NodeIP)
 
 	installed := make(chan error, 1)
 	go func() { installed <- installCNI(ctx, cfg, log) }()
 
-	var runErr error
-	for runErr == nil && ctx.Err() == nil {
-		select {
-		case <-ctx.Done():
-		case err := <-serveErr:
-			runErr = fmt.Errorf("grpc server: %w", err)
-		case err := <-cacheDone:
-			runErr = fmt.Errorf("kubernetes cache stopped: %w", err)
-		case err := <-trustDone:
-			runErr = err
-		case err := <-installed:
-			runErr, installed = err, nil
-		}
-	}
+	runErr := firstEnd(ctx, serveErr, w.done, trustDone, installed)
 	log.Info("meshnetd stopping")
-	healthSrv.Shutdown()
-	tcpHealth.Shutdown()
-	httpSrv.Close()
-	if uninstalling(kube, cfg, log) {
+	srv.closeHTTP()
+	if uninstalling(k.kube, cfg, log) {
 		if err := cniconf.Remove(cfg.CNIConfDir); err != nil {
 			log.Error("conflist not removed", "error", err)
 		}
 	}
-	cancel()
-	stopped := make(chan struct{})
-	go func() { unix.GracefulStop(); tcp.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(10 * time.Second):
-		unix.Stop()
-		tcp.Stop()
-	}
+	cancel() // the watches, the wirer's and the link server's loops
+	srv.stopGRPC()
 	<-statusDone
 	<-watchDone
 	os.Remove(cfg.Socket)
 	return runErr
+}
+
+// newPool is the connections to other nodes' daemons, with this
+// daemon's token; with TLS it trusts meshnet's CA once the CA is
+// published, and the channel has the error when it cannot be trusted.
+func newPool(cfg Config, tr *transport, log *slog.Logger) (*daemonclient.Pool, <-chan error) {
+	var creds credentials.PerRPCCredentials
+	if cfg.TokenFile != "" {
+		creds = auth.TokenFile{Path: cfg.TokenFile, Insecure: !cfg.TLS}
+	} else {
+		log.Warn("no --token-file: calls to other nodes' meshnetd will be refused")
+	}
+	pool := daemonclient.NewPool(tr.peer, creds)
+	trustDone := make(chan error, 1)
+	if tr.trust != nil { // the CA is awaited beside the rest
+		go func() {
+			if err := tr.trust(pool); err != nil {
+				trustDone <- err
+			}
+		}()
+	}
+	return pool, trustDone
+}
+
+// firstEnd waits for what ends meshnetd: ctx, a server's or the cache's
+// end, the CA that cannot be trusted, or the CNI plugin's installation
+// failing (its success ends nothing).
+func firstEnd(ctx context.Context, serveErr, cacheDone, trustDone, installed <-chan error) error {
+	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case err := <-serveErr:
+			return fmt.Errorf("grpc server: %w", err)
+		case err := <-cacheDone:
+			return fmt.Errorf("kubernetes cache stopped: %w", err)
+		case err := <-trustDone:
+			return err
+		case err := <-installed:
+			if err != nil {
+				return err
+			}
+			installed = nil
+		}
+	}
+	return nil
+}
+
+// watches are meshnetd's read sources, each watching no more than it
+// serves: the EndpointSlices of the daemons, the Topologies of this node's
+// pods (one watch each), and the Pods and Topologies of the namespaces
+// being read.
+type watches struct {
+	endpoints  cache.Cache
+	namespaces *nscache.Reader
+	topologies *topotrack.Tracker
+	// done has the EndpointSlice cache's end.
+	done <-chan error
+}
+
+// startWatches starts the watches, until ctx ends, once the daemons'
+// EndpointSlices are in the cache.
+func startWatches(ctx context.Context, cfg Config, k *kube, store *podstore.Store) (*watches, error) {
+	endpoints, err := partition.NewCache(ctx, k.rest, k.scheme, cfg.DaemonNamespace)
+	if err != nil {
+		return nil, err
+	}
+	namespaces, err := dataserver.NewReader(k.rest, k.scheme)
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- endpoints.Start(ctx) }()
+	if !endpoints.WaitForCacheSync(ctx) {
+		return nil, errors.New("the daemons' EndpointSlice cache did not sync")
+	}
+	go namespaces.Run(ctx)
+	topologies := topotrack.New(k.client)
+	topologies.Follow(store)
+	return &watches{endpoints: endpoints, namespaces: namespaces, topologies: topologies, done: done}, nil
+}
+
+// newLinkOwners makes the two owners of the node's pods' links: the wirer
+// (CNI ADD/DEL, far ends, PeerService) and the link server (runtime
+// changes, ApplyPod), which call each other.
+func newLinkOwners(cfg Config, k *kube, store *podstore.Store, w *watches, pool *daemonclient.Pool, port int) (*wiring.Wirer, *linkserver.Server, error) {
+	locks := &linklock.Locks{}
+	var linkSrv *linkserver.Server // serves before any DEL reaches Forget
+	wirer, err := wiring.New(wiring.Config{
+		NodeName: cfg.NodeName, NodeIP: cfg.NodeIP, NodeNetns: cfg.NodeNetns, MacvlanParents: cfg.MacvlanParents, PeerPort: port, Peers: pool,
+		Store: store, Locks: locks, Topologies: w.topologies, Pods: w.namespaces, Client: k.client, Log: cfg.Log,
+		Forget:  func(k podstore.Key) error { return linkSrv.Forget(k) },
+		Changed: func(k podstore.Key) { linkSrv.Touch(k) },
+		Hold:    func(k podstore.Key) func() { return linkSrv.Hold(k) },
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	linkSrv, err = linkserver.New(linkserver.Config{
+		Pods: store, StateDir: filepath.Join(cfg.StateDir, "links"), Locks: locks, Remote: wirer, Links: wirer, Node: cfg.NodeName, NodeIP: cfg.NodeIP, Log: cfg.Log,
+	})
+	if err != nil {
+		wirer.Close()
+		return nil, nil, err
+	}
+	return wirer, linkSrv, nil
+}
+
+// grpcPort is the port of the gRPC address, which other nodes' daemons
+// call this one's on.
+func grpcPort(addr string) (int, error) {
+	_, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, fmt.Errorf("grpc address %q: %w", addr, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port <= 0 {
+		return 0, fmt.Errorf("grpc address %q needs a port", addr)
+	}
+	return port, nil
+}
+
+// kube is meshnetd's way to the API server.
+type kube struct {
+	rest   *rest.Config
+	scheme *runtime.Scheme
+	client client.WithWatch
+	kube   kubernetes.Interface
+}
+
+// newKube makes the API clients of cfg's kubeconfig (in-cluster without
+// one), paced at cfg's QPS.
+func newKube(cfg Config) (*kube, error) {
+	restCfg, err := restConfig(cfg.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	restCfg.QPS, restCfg.Burst = cfg.KubeQPS, cfg.KubeBurst
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := v1beta1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	c, err := client.NewWithWatch(restCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	kc, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return &kube{rest: restCfg, scheme: scheme, client: c, kube: kc}, nil
 }
 
 // uninstalling tells whether meshnetd is stopping for good, so that its
