@@ -123,125 +123,155 @@ func (s *Server) apply(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*me
 	}
 
 	err = s.withPod(p, extra, func(n *podNetns, st *podRecord, devs map[string]links.Interface) (bool, error) {
-		var want []route
-		if req.GetRoutes() != nil {
-			want = v.routes("routes.routes", req.GetRoutes().GetRoutes(), devs)
-			if err := v.err(); err != nil {
-				return false, err
-			}
-		}
-		changed := false
-		if req.GetPodUid() != "" && st.PodUID != req.GetPodUid() {
-			// State converged for another pod object of this name.
-			st.PodUID, st.Generation, st.Applied = req.GetPodUid(), 0, nil
-			changed = true
-		}
-		if g := req.GetGeneration(); g != 0 && g < st.Generation {
-			return changed, status.Errorf(codes.Aborted, "pod %s: generation %d is older than %d, already converged", p.Key(), g, st.Generation)
-		}
-		// Admin states in one batch: one dump of the pod's routes and
-		// addresses, one wait for carrier, however many links.
-		admin := map[string]bool{}
-		for _, pl := range plans {
-			if pl.wired && pl.spec.State != nil {
-				admin[pl.link.LocalIntf] = pl.spec.GetState() == meshnetv1.LinkState_LINK_STATE_UP
-			}
-		}
-		set, stateFailed := changeAdmins(n, st, devs, admin)
-		for _, intf := range set {
-			s.logChange(true, "link admin state set", p, "link", intf, "up", admin[intf])
-		}
-		changed = changed || len(set) > 0
-		for _, pl := range plans {
-			if !pl.wired {
-				continue
-			}
-			if err := ctx.Err(); err != nil {
-				// Cancelled, or past its deadline: what is left is the
-				// retry's, which waits for this call (see applying).
-				failed = append(failed, status.FromContextError(err).Err())
-				break
-			}
-			c, err := s.convergeLink(n, st, p, pl, devs[pl.link.LocalIntf].Reading)
-			changed = changed || c
-			if err == nil {
-				err = stateFailed[pl.link.LocalIntf]
-			}
-			if err != nil {
-				st.LastError[pl.link.LocalIntf] = err.Error()
-				failed = append(failed, fmt.Errorf("%s: %w", pl.link.LocalIntf, err))
-				changed = true
-				continue
-			}
-			if _, had := st.LastError[pl.link.LocalIntf]; had {
-				delete(st.LastError, pl.link.LocalIntf)
-				changed = true
-			}
-		}
-		if req.GetRoutes() != nil {
-			c, err := convergeRoutes(n, st, want)
-			changed = changed || c
-			if err != nil {
-				failed = append(failed, fmt.Errorf("routes: %w", err))
-			}
-		}
-		if len(failed) == 0 {
-			if g := req.GetGeneration(); g > st.Generation {
-				st.Generation, changed = g, true
-			}
-			if last := (&meshnetv1.ApplyPodRequest{}); st.Applied == nil || protojson.Unmarshal(st.Applied, last) != nil || !proto.Equal(last, req) {
-				applied, err := protojson.Marshal(req)
-				if err != nil {
-					return changed, err
-				}
-				st.Applied, changed = applied, true
-			}
-		}
-		return changed, nil
+		return s.applyLocal(ctx, &v, &failed, req, p, plans, n, st, devs)
 	})
 	if err != nil {
 		return nil, err
 	}
-	// Far ends after the local locks are released (see setAdmin), in one
-	// call per peer node. changedFar is those this call changed, whose
-	// pods' statuses need reading back even when the rest of the call
-	// failed.
+	farFailed, changedFar := s.applyFarEnds(ctx, p, plans)
+	failed = append(failed, farFailed...)
+	if len(failed) > 0 {
+		return nil, applyError(ctx, p, failed, changedFar)
+	}
+	return s.applyResponse(p, plans, changedFar)
+}
+
+// applyLocal converges this node's ends of the pod's planned links and its
+// routes, with the pod's locks held (withPod): admin states in one batch,
+// then each link, then the routes, and records the request as applied when
+// nothing failed. What fails is added to failed; the error is for the call
+// (a bad route, an older generation).
+func (s *Server) applyLocal(ctx context.Context, v *violations, failed *[]error, req *meshnetv1.ApplyPodRequest, p podstore.Pod, plans []linkPlan,
+	n *podNetns, st *podRecord, devs map[string]links.Interface) (bool, error) {
+	var want []route
+	if req.GetRoutes() != nil {
+		want = v.routes("routes.routes", req.GetRoutes().GetRoutes(), devs)
+		if err := v.err(); err != nil {
+			return false, err
+		}
+	}
+	changed := false
+	if req.GetPodUid() != "" && st.PodUID != req.GetPodUid() {
+		// State converged for another pod object of this name.
+		st.PodUID, st.Generation, st.Applied = req.GetPodUid(), 0, nil
+		changed = true
+	}
+	if g := req.GetGeneration(); g != 0 && g < st.Generation {
+		return changed, status.Errorf(codes.Aborted, "pod %s: generation %d is older than %d, already converged", p.Key(), g, st.Generation)
+	}
+	// Admin states in one batch: one dump of the pod's routes and
+	// addresses, one wait for carrier, however many links.
+	admin := map[string]bool{}
+	for _, pl := range plans {
+		if pl.wired && pl.spec.State != nil {
+			admin[pl.link.LocalIntf] = pl.spec.GetState() == meshnetv1.LinkState_LINK_STATE_UP
+		}
+	}
+	set, stateFailed := changeAdmins(n, st, devs, admin)
+	for _, intf := range set {
+		s.logChange(true, "link admin state set", p, "link", intf, "up", admin[intf])
+	}
+	changed = changed || len(set) > 0
+	for _, pl := range plans {
+		if !pl.wired {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			// Cancelled, or past its deadline: what is left is the
+			// retry's, which waits for this call (see applying).
+			*failed = append(*failed, status.FromContextError(err).Err())
+			break
+		}
+		c, err := s.convergeLink(n, st, p, pl, devs[pl.link.LocalIntf].Reading)
+		changed = changed || c
+		if err == nil {
+			err = stateFailed[pl.link.LocalIntf]
+		}
+		if err != nil {
+			st.LastError[pl.link.LocalIntf] = err.Error()
+			*failed = append(*failed, fmt.Errorf("%s: %w", pl.link.LocalIntf, err))
+			changed = true
+			continue
+		}
+		if _, had := st.LastError[pl.link.LocalIntf]; had {
+			delete(st.LastError, pl.link.LocalIntf)
+			changed = true
+		}
+	}
+	if req.GetRoutes() != nil {
+		c, err := convergeRoutes(n, st, want)
+		changed = changed || c
+		if err != nil {
+			*failed = append(*failed, fmt.Errorf("routes: %w", err))
+		}
+	}
+	if len(*failed) == 0 {
+		if g := req.GetGeneration(); g > st.Generation {
+			st.Generation, changed = g, true
+		}
+		if last := (&meshnetv1.ApplyPodRequest{}); st.Applied == nil || protojson.Unmarshal(st.Applied, last) != nil || !proto.Equal(last, req) {
+			applied, err := protojson.Marshal(req)
+			if err != nil {
+				return changed, err
+			}
+			st.Applied, changed = applied, true
+		}
+	}
+	return changed, nil
+}
+
+// applyFarEnds sets the far ends of the planned VXLAN links' states, after
+// the local locks are released (see setAdmin), in one call per peer node.
+// changed is the links whose far end it changed, whose pods' statuses need
+// reading back even when the rest of the call failed.
+func (s *Server) applyFarEnds(ctx context.Context, p podstore.Pod, plans []linkPlan) (failed []error, changed []*meshnetv1.LinkResult) {
 	var remote []RemoteState
 	for _, pl := range plans {
 		if pl.wired && pl.spec.State != nil && pl.link.Kind == v1beta1.LinkKindVXLAN {
 			remote = append(remote, RemoteState{Link: pl.link, Up: pl.spec.GetState() == meshnetv1.LinkState_LINK_STATE_UP})
 		}
 	}
-	var changedFar []*meshnetv1.LinkResult
-	if len(remote) > 0 && ctx.Err() == nil {
-		for i, r := range s.remote.SetRemoteStates(ctx, p.Key(), remote) {
-			l := remote[i].Link
-			if r.Err != nil {
-				failed = append(failed, fmt.Errorf("%s: peer's end: %w", l.LocalIntf, r.Err))
-			}
-			if r.Changed {
-				changedFar = append(changedFar, &meshnetv1.LinkResult{Interface: l.LocalIntf, Uid: uint32(l.UID),
-					Kind: meshnetv1.LinkKind_LINK_KIND_VXLAN, Peer: peerOf(p, l), PeerEndChanged: true})
-			}
+	if len(remote) == 0 || ctx.Err() != nil {
+		return nil, nil
+	}
+	for i, r := range s.remote.SetRemoteStates(ctx, p.Key(), remote) {
+		l := remote[i].Link
+		if r.Err != nil {
+			failed = append(failed, fmt.Errorf("%s: peer's end: %w", l.LocalIntf, r.Err))
+		}
+		if r.Changed {
+			changed = append(changed, &meshnetv1.LinkResult{Interface: l.LocalIntf, Uid: uint32(l.UID),
+				Kind: meshnetv1.LinkKind_LINK_KIND_VXLAN, Peer: peerOf(p, l), PeerEndChanged: true})
 		}
 	}
-	if len(failed) > 0 {
-		code := codes.Internal
-		switch {
-		case ctx.Err() != nil:
-			code = status.FromContextError(ctx.Err()).Code()
-		case errors.Is(errors.Join(failed...), netem.ErrNoNetem) || errors.Is(errors.Join(failed...), netem.ErrForeignQdisc) ||
-			errors.Is(errors.Join(failed...), links.ErrUntrustedParent):
-			code = codes.FailedPrecondition
-		}
-		st := status.Newf(code, "apply pod %s: %v", p.Key(), errors.Join(failed...))
-		if len(changedFar) > 0 {
-			if withFar, err := st.WithDetails(&meshnetv1.ApplyPodResponse{Results: changedFar}); err == nil {
-				st = withFar
-			}
-		}
-		return nil, st.Err()
+	return failed, changed
+}
+
+// applyError is the call's status when something failed: FailedPrecondition
+// for what the node lacks (netem, a trusted parent, its own qdisc),
+// the context's code when it ended, Internal otherwise, with the far ends
+// it changed as details.
+func applyError(ctx context.Context, p podstore.Pod, failed []error, changedFar []*meshnetv1.LinkResult) error {
+	code := codes.Internal
+	all := errors.Join(failed...)
+	switch {
+	case ctx.Err() != nil:
+		code = status.FromContextError(ctx.Err()).Code()
+	case errors.Is(all, netem.ErrNoNetem) || errors.Is(all, netem.ErrForeignQdisc) || errors.Is(all, links.ErrUntrustedParent):
+		code = codes.FailedPrecondition
 	}
+	st := status.Newf(code, "apply pod %s: %v", p.Key(), all)
+	if len(changedFar) > 0 {
+		if withFar, err := st.WithDetails(&meshnetv1.ApplyPodResponse{Results: changedFar}); err == nil {
+			st = withFar
+		}
+	}
+	return st.Err()
+}
+
+// applyResponse says each link's phase and what the kernel has of the
+// pod now, read once for the whole call.
+func (s *Server) applyResponse(p podstore.Pod, plans []linkPlan, changedFar []*meshnetv1.LinkResult) (*meshnetv1.ApplyPodResponse, error) {
 	peerEndChanged := map[string]bool{}
 	for _, r := range changedFar {
 		peerEndChanged[r.GetInterface()] = true
