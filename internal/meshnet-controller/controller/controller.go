@@ -173,7 +173,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 			}
 		}
 	}()
-	logger := log.FromContext(ctx).WithValues("pod", req.NamespacedName.String())
 	topo := &v1beta1.Topology{}
 	if err := r.Client.Get(ctx, req.NamespacedName, topo); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -194,8 +193,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 			failedStatus(topo, "", false, v1beta1.ReasonPodNotScheduled, "pod "+req.Name+" is not scheduled on a node yet"))
 	}
 	node := pod.Spec.NodeName
-	logger = logger.WithValues("node", node)
-
 	peers, err := r.peerTopologies(ctx, topo)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -218,6 +215,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		kl, _ := r.kernel.links(node, key)
 		return requeueAfter(r.Resync-time.Since(a.at), r.writeStatus(ctx, topo, convergedStatus(topo, pod, d, kl, a.results)))
 	}
+	return r.apply(ctx, topo, pod, d, peers)
+}
+
+// apply sends d, topo's desired state, to the meshnetd of pod's node and
+// writes the status from its answer and the node's link watch.
+func (r *Reconciler) apply(ctx context.Context, topo *v1beta1.Topology, pod *corev1.Pod, d desired, peers map[string]*v1beta1.Topology) (reconcile.Result, error) {
+	node, key := pod.Spec.NodeName, client.ObjectKeyFromObject(topo)
+	logger := log.FromContext(ctx).WithValues("pod", key.String(), "node", node)
 	r.kernel.unapplied(key)
 	addr, err := r.Daemons.DaemonFor(ctx, node)
 	if err != nil {
