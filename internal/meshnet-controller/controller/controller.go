@@ -90,6 +90,9 @@ type Reconciler struct {
 	ctx    context.Context
 	// written is what the last status writes said.
 	written writtenStatuses
+	// sent is, per Topology, the fields its last ApplyPod sent by link
+	// uid (desiredState's sent).
+	sent sync.Map
 	// Workers is how many Topologies are reconciled at once (one Topology
 	// is never reconciled twice at once). A pass mostly waits, on ApplyPod
 	// and on the status write, so a batch of edits over many pods converges
@@ -178,6 +181,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		if apierrors.IsNotFound(err) {
 			r.written.forget(req.NamespacedName)
 			r.kernel.unapplied(req.NamespacedName)
+			r.sent.Delete(req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -203,7 +207,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	}
 	var held map[v1beta1.FaultLink]v1beta1.FaultHold
 	held, edge = v1beta1.Holding(faults, time.Now())
-	d, err := desiredState(topo, pod, peers, held)
+	var sent map[int][]string
+	if v, ok := r.sent.Load(req.NamespacedName); ok {
+		sent = v.(map[int][]string)
+	}
+	d, err := desiredState(topo, pod, peers, held, sent)
 	if err != nil {
 		r.Recorder.Eventf(topo, nil, corev1.EventTypeWarning, v1beta1.ReasonInvalidSpec, "Apply", "%v", err)
 		return reconcile.Result{}, r.writeStatus(ctx, topo, failedStatus(topo, node, true, v1beta1.ReasonInvalidSpec, err.Error()))
@@ -237,6 +245,7 @@ func (r *Reconciler) apply(ctx context.Context, topo *v1beta1.Topology, pod *cor
 	// cancelled half way.
 	callCtx, cancel := context.WithTimeout(ctx, r.CallTimeout+time.Duration(len(d.request.Links))*PerLinkCallTimeout)
 	defer cancel()
+	r.sent.Store(key, d.managed)
 	resp, err := meshnetv1.NewLinkServiceClient(conn).ApplyPod(callCtx, d.request)
 	r.refreshPeers(topo, peers, farEndsSet(resp, err))
 	switch status.Code(err) {

@@ -45,8 +45,20 @@ type desired struct {
 // held is what LinkFaults do to links now (v1beta1.Holding): they overlay
 // the Topologies, at this end and at the peer's, for their windows, and
 // what they applied is undone at the end as a dropped field is.
-func desiredState(topo *v1beta1.Topology, pod *corev1.Pod, peers map[string]*v1beta1.Topology, held map[v1beta1.FaultLink]v1beta1.FaultHold) (desired, error) {
+//
+// sent is, per link uid, the fields this controller sent for the pod in its
+// last ApplyPod, which status.managed may not say yet (its write still on
+// its way to the cache): a fault deleted right after its window began must
+// still be undone.
+func desiredState(topo *v1beta1.Topology, pod *corev1.Pod, peers map[string]*v1beta1.Topology, held map[v1beta1.FaultLink]v1beta1.FaultHold, sent map[int][]string) (desired, error) {
 	before := topo.Status.Managed.ByUID()
+	for uid, fields := range sent {
+		for _, f := range fields {
+			if !slices.Contains(before[uid], f) {
+				before[uid] = append(before[uid], f)
+			}
+		}
+	}
 	d := desired{
 		request: &meshnetv1.ApplyPodRequest{
 			Namespace:  topo.Namespace,

@@ -36,7 +36,7 @@ func TestDesiredSendsOnlyWhatTheSpecSets(t *testing.T) {
 	)
 	pod := &corev1.Pod{}
 	pod.UID = "u1"
-	d, err := desiredState(topo, pod, nil, nil)
+	d, err := desiredState(topo, pod, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestDesiredUndoesWhatTheSpecDropped(t *testing.T) {
 	topo := topology(v1beta1.Link{UID: 1, LocalIntf: "eth1"})
 	topo.Status.Managed = &v1beta1.ManagedLinks{State: []int{1}, Netem: []int{1}}
 	topo.Status.RoutesManaged = true
-	d, err := desiredState(topo, &corev1.Pod{}, nil, nil)
+	d, err := desiredState(topo, &corev1.Pod{}, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestDesiredUndoesWhatTheSpecDropped(t *testing.T) {
 func TestDesiredRoutes(t *testing.T) {
 	topo := topology()
 	topo.Spec.Routes = []v1beta1.Route{{Dst: "10.10.0.0/16", Gw: "10.0.0.2"}}
-	d, err := desiredState(topo, &corev1.Pod{}, nil, nil)
+	d, err := desiredState(topo, &corev1.Pod{}, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestDesiredLinkDownWhenEitherEndSaysDown(t *testing.T) {
 		v1beta1.Link{UID: 6, PeerPod: v1beta1.PeerHost, LocalIntf: "eth6", PeerIntf: "eth0", State: up},
 	)
 	topo.Status.Managed = &v1beta1.ManagedLinks{State: []int{2}}
-	d, err := desiredState(topo, &corev1.Pod{}, map[string]*v1beta1.Topology{"r2": r2}, nil)
+	d, err := desiredState(topo, &corev1.Pod{}, map[string]*v1beta1.Topology{"r2": r2}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestDesiredLinkDownWhenEitherEndSaysDown(t *testing.T) {
 // TestDesiredOverlaysFaults: a LinkFault at this end or the far end pulls
 // the cable, a fault's netem replaces the Topology's, the links say which
 // faults hold them, and once the faults let go what they applied is undone
-// as a dropped field is.
+// as a dropped field is, also before status.managed says it was applied.
 func TestDesiredOverlaysFaults(t *testing.T) {
 	own := &v1beta1.Netem{Delay: ptr.To[v1beta1.Duration]("50ms")}
 	fault := &v1beta1.Netem{Delay: ptr.To[v1beta1.Duration]("300ms")}
@@ -161,7 +161,7 @@ func TestDesiredOverlaysFaults(t *testing.T) {
 		{Pod: "r1", Interface: "eth2"}: {By: []string{"slow"}, Netem: fault, NetemBy: "slow"},
 		{Pod: "r2", Interface: "eth3"}: {By: []string{"far"}, Down: true},
 	}
-	d, err := desiredState(topo, &corev1.Pod{}, nil, held)
+	d, err := desiredState(topo, &corev1.Pod{}, nil, held, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,8 +175,9 @@ func TestDesiredOverlaysFaults(t *testing.T) {
 	if !slices.Equal(d.faults[1], []string{"cut"}) || !slices.Equal(d.faults[2], []string{"slow"}) || !slices.Equal(d.faults[3], []string{"far"}) {
 		t.Errorf("faults by uid %v", d.faults)
 	}
-	topo.Status.Managed = v1beta1.NewManagedLinks(d.managed)
-	d, err = desiredState(topo, &corev1.Pod{}, nil, nil)
+	// The faults deleted before the status saying what was applied
+	// reached the cache: what was sent is undone all the same.
+	d, err = desiredState(topo, &corev1.Pod{}, nil, nil, d.managed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +193,7 @@ func TestDesiredOverlaysFaults(t *testing.T) {
 	}
 	held = map[v1beta1.FaultLink]v1beta1.FaultHold{{Pod: "r1", Interface: "eth2"}: {By: []string{"bad"},
 		Netem: &v1beta1.Netem{Jitter: ptr.To[v1beta1.Duration]("5ms")}, NetemBy: "bad"}}
-	if _, err := desiredState(topo, &corev1.Pod{}, nil, held); err == nil || !strings.Contains(err.Error(), "LinkFault bad: spec.netem.jitter") {
+	if _, err := desiredState(topo, &corev1.Pod{}, nil, held, nil); err == nil || !strings.Contains(err.Error(), "LinkFault bad: spec.netem.jitter") {
 		t.Errorf("a fault's bad netem: %v, want an error naming LinkFault bad: spec.netem.jitter", err)
 	}
 }

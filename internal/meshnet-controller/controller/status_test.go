@@ -47,7 +47,7 @@ func TestUnchangedSkipsOnlyWritesThatChangeNothing(t *testing.T) {
 	topo := topology(v1beta1.Link{UID: 1, LocalIntf: "eth1", State: ptr.To(v1beta1.LinkDown)})
 	pod := &corev1.Pod{}
 	pod.UID, pod.Spec.NodeName = "u1", "node-0"
-	d, err := desiredState(topo, pod, nil, nil)
+	d, err := desiredState(topo, pod, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestStatusOfWidePodsListsTheLinksNotUp(t *testing.T) {
 				AdminState: meshnetv1.LinkState_LINK_STATE_UP, Carrier: true, Mtu: 1400}
 		}
 		topo := topology(ls...)
-		d, err := desiredState(topo, &corev1.Pod{}, nil, nil)
+		d, err := desiredState(topo, &corev1.Pod{}, nil, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -40,7 +40,7 @@ func TestClusterStatusOfTenThousandLinks(t *testing.T) {
 	}
 	pod := &corev1.Pod{}
 	pod.Name, pod.Namespace, pod.UID, pod.Spec.NodeName = topo.Name, "lab", "u1", "node-0"
-	d, err := desiredState(topo, pod, nil, nil)
+	d, err := desiredState(topo, pod, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func BenchmarkClusterBatchWrites(b *testing.B) {
 			}
 			pod := &corev1.Pod{}
 			pod.Name, pod.Namespace, pod.UID, pod.Spec.NodeName = name, "lab", types.UID("u-"+name), "node-0"
-			d, err := desiredState(topo, pod, nil, nil)
+			d, err := desiredState(topo, pod, nil, nil, nil)
 			if err != nil {
 				return err
 			}
@@ -217,7 +217,7 @@ func BenchmarkClusterStatusWrite(b *testing.B) {
 			}
 			pod := &corev1.Pod{}
 			pod.Name, pod.Namespace, pod.UID, pod.Spec.NodeName = topo.Name, "lab", types.UID("u-"+topo.Name), "node-0"
-			d, err := desiredState(topo, pod, nil, nil)
+			d, err := desiredState(topo, pod, nil, nil, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
