@@ -117,15 +117,25 @@ func FromTopology(n *v1beta1.Netem) (shaping.Spec, error) {
 		}
 		s.Limit = uint32(max(*n.Limit, 0))
 	}
-	// The CRD's rules (api/v1beta1): a field that needs another needs it
-	// present, and a delay given is more than zero.
-	needs := func(field string, has bool, needed string, hasNeeded bool) {
-		if has && !hasNeeded {
-			bad(field, fmt.Errorf("needs %s", needed))
-		}
-	}
 	if n.Delay != nil && s.Delay == 0 && len(errs) == 0 {
 		bad("delay", errors.New("must be more than 0s; leave delay out for none"))
+	}
+	errs = append(errs, missingNeeds(n)...)
+	if len(errs) > 0 {
+		return shaping.Spec{}, errors.Join(errs...)
+	}
+	zeroDependents(&s)
+	return s, rename(s.Validate(), topologyFields)
+}
+
+// missingNeeds is the CRD's rules (api/v1beta1): a field that needs another
+// needs it present.
+func missingNeeds(n *v1beta1.Netem) []error {
+	var errs []error
+	needs := func(field string, has bool, needed string, hasNeeded bool) {
+		if has && !hasNeeded {
+			errs = append(errs, &shaping.FieldError{Field: field, Reason: "needs " + needed})
+		}
 	}
 	needs("jitter", n.Jitter != nil, "delay", n.Delay != nil)
 	needs("delay_correlation", n.DelayCorrelation != nil, "jitter", n.Jitter != nil)
@@ -136,10 +146,12 @@ func FromTopology(n *v1beta1.Netem) (shaping.Spec, error) {
 	needs("reorder", n.Reorder != nil, "delay", n.Delay != nil)
 	needs("reorder_correlation", n.ReorderCorrelation != nil, "reorder", n.Reorder != nil)
 	needs("gap", n.Gap != nil, "reorder", n.Reorder != nil)
-	if len(errs) > 0 {
-		return shaping.Spec{}, errors.Join(errs...)
-	}
-	// A base of zero turns what depends on it off, as no shaping at all.
+	return errs
+}
+
+// zeroDependents turns off what depends on a base of zero, as no shaping
+// at all does.
+func zeroDependents(s *shaping.Spec) {
 	if s.Jitter == 0 {
 		s.DelayCorrelation, s.Distribution = 0, shaping.DistributionNone
 	}
@@ -155,7 +167,6 @@ func FromTopology(n *v1beta1.Netem) (shaping.Spec, error) {
 	if s.Reorder == 0 {
 		s.ReorderCorrelation, s.Gap = 0, 0
 	}
-	return s, rename(s.Validate(), topologyFields)
 }
 
 // ToTopology spells s in the Topology's units, as the status shows shaping

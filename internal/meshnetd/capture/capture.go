@@ -60,60 +60,14 @@ type Stats struct {
 // saw. A reader that stops reading (w's Write fails) ends it.
 func Run(ctx context.Context, netnsPath, dev string, opts Options, w io.Writer) (Stats, error) {
 	var st Stats
-	var h *pcapgo.EthernetHandle
-	// The socket belongs to the namespace it is made in; it is made there
-	// and used from here.
-	err := ns.WithNetNSPath(netnsPath, func(ns.NetNS) error {
-		var err error
-		h, err = pcapgo.NewEthernetHandle(dev)
-		return err
-	})
+	h, skip, err := openSocket(netnsPath, dev, opts)
 	if err != nil {
-		return st, fmt.Errorf("capture on %s: %w", dev, err)
+		return st, err
 	}
 	defer h.Close()
-	// The socket took every packet from its making on. With a filter,
-	// those are left out as libpcap leaves them out, without a clock: a
-	// program that takes nothing stops the queue from growing, reading
-	// the socket's counters (which resets them) says how many it holds,
-	// and as many reads skip them once the filter is on.
-	skip := 0
-	if opts.Filter != nil {
-		if err := setFilter(h, []bpf.Instruction{bpf.RetConstant{Val: 0}}); err != nil {
-			return st, fmt.Errorf("capture on %s: %w", dev, err)
-		}
-		queued, err := h.Stats()
-		if err != nil {
-			return st, fmt.Errorf("capture on %s: read its counters: %w", dev, err)
-		}
-		skip = int(queued.Packets)
-	}
-	filter := opts.Filter
-	if filter == nil && opts.SnapLength > 0 {
-		// A program that takes every packet, its first SnapLength bytes:
-		// libpcap's own for a snap length without a filter.
-		filter = []bpf.Instruction{bpf.RetConstant{Val: uint32(opts.SnapLength)}}
-	}
-	if filter != nil {
-		if err := setFilter(h, filter); err != nil {
-			return st, fmt.Errorf("capture on %s: %w", dev, err)
-		}
-	}
-	if opts.SnapLength > 0 {
-		if err := h.SetCaptureLength(opts.SnapLength); err != nil {
-			return st, fmt.Errorf("capture on %s: snap length: %w", dev, err)
-		}
-	}
-	ngw, err := pcapgo.NewNgWriterInterface(w, pcapgo.NgInterface{
-		Name: dev, LinkType: layers.LinkTypeEthernet, SnapLength: uint32(max(opts.SnapLength, 0)),
-		OS: "Linux", TimestampResolution: 9, // nanoseconds
-		Filter: opts.FilterText,
-	}, pcapgo.NgWriterOptions{SectionInfo: pcapgo.NgSectionInfo{Application: "meshnetd"}})
+	ngw, err := newStream(w, dev, opts)
 	if err != nil {
-		return st, fmt.Errorf("capture on %s: write the stream's header: %w", dev, err)
-	}
-	if err := ngw.Flush(); err != nil { // the header at once: a reader knows the stream began
-		return st, fmt.Errorf("capture on %s: write the stream's header: %w", dev, err)
+		return st, err
 	}
 
 	if opts.Duration > 0 {
@@ -195,6 +149,76 @@ func Run(ctx context.Context, netnsPath, dev string, opts Options, w io.Writer) 
 		})
 	}
 	return st, f.flush()
+}
+
+// openSocket opens a packet socket on dev in the network namespace at
+// netnsPath, with opts' filter and snap length; skip is how many packets
+// it queued before the filter was on, which the reader leaves out.
+func openSocket(netnsPath, dev string, opts Options) (h *pcapgo.EthernetHandle, skip int, err error) {
+	// The socket belongs to the namespace it is made in; it is made there
+	// and used from here.
+	err = ns.WithNetNSPath(netnsPath, func(ns.NetNS) error {
+		var err error
+		h, err = pcapgo.NewEthernetHandle(dev)
+		return err
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("capture on %s: %w", dev, err)
+	}
+	defer func() {
+		if err != nil {
+			h.Close()
+		}
+	}()
+	// The socket took every packet from its making on. With a filter,
+	// those are left out as libpcap leaves them out, without a clock: a
+	// program that takes nothing stops the queue from growing, reading
+	// the socket's counters (which resets them) says how many it holds,
+	// and as many reads skip them once the filter is on.
+	if opts.Filter != nil {
+		if err := setFilter(h, []bpf.Instruction{bpf.RetConstant{Val: 0}}); err != nil {
+			return nil, 0, fmt.Errorf("capture on %s: %w", dev, err)
+		}
+		queued, err := h.Stats()
+		if err != nil {
+			return nil, 0, fmt.Errorf("capture on %s: read its counters: %w", dev, err)
+		}
+		skip = int(queued.Packets)
+	}
+	filter := opts.Filter
+	if filter == nil && opts.SnapLength > 0 {
+		// A program that takes every packet, its first SnapLength bytes:
+		// libpcap's own for a snap length without a filter.
+		filter = []bpf.Instruction{bpf.RetConstant{Val: uint32(opts.SnapLength)}}
+	}
+	if filter != nil {
+		if err := setFilter(h, filter); err != nil {
+			return nil, 0, fmt.Errorf("capture on %s: %w", dev, err)
+		}
+	}
+	if opts.SnapLength > 0 {
+		if err := h.SetCaptureLength(opts.SnapLength); err != nil {
+			return nil, 0, fmt.Errorf("capture on %s: snap length: %w", dev, err)
+		}
+	}
+	return h, skip, nil
+}
+
+// newStream writes the pcapng stream's header to w, at once: a reader
+// knows the stream began.
+func newStream(w io.Writer, dev string, opts Options) (*pcapgo.NgWriter, error) {
+	ngw, err := pcapgo.NewNgWriterInterface(w, pcapgo.NgInterface{
+		Name: dev, LinkType: layers.LinkTypeEthernet, SnapLength: uint32(max(opts.SnapLength, 0)),
+		OS: "Linux", TimestampResolution: 9, // nanoseconds
+		Filter: opts.FilterText,
+	}, pcapgo.NgWriterOptions{SectionInfo: pcapgo.NgSectionInfo{Application: "meshnetd"}})
+	if err != nil {
+		return nil, fmt.Errorf("capture on %s: write the stream's header: %w", dev, err)
+	}
+	if err := ngw.Flush(); err != nil {
+		return nil, fmt.Errorf("capture on %s: write the stream's header: %w", dev, err)
+	}
+	return ngw, nil
 }
 
 // linkWentDown reports the read error of a packet socket whose interface
