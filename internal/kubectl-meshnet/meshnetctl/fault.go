@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilptr "k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
@@ -86,9 +87,9 @@ meshnetd and meshnet-controller. kubectl delete linkfault NAME stops it.`,
 				return err
 			}
 			spec := v1beta1.LinkFaultSpec{
-				State:    ptrTo(v1beta1.LinkDown),
+				State:    utilptr.To(v1beta1.LinkDown),
 				Duration: v1beta1.DurationOf(down),
-				Period:   ptrTo(v1beta1.DurationOf(down + upTime)),
+				Period:   utilptr.To(v1beta1.DurationOf(down + upTime)),
 			}
 			if count > 0 {
 				spec.Count = &count
@@ -102,8 +103,6 @@ meshnetd and meshnet-controller. kubectl delete linkfault NAME stops it.`,
 	wf.bind(cmd.Flags())
 	return cmd
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // faultName is what a fault's generated name begins with: the pod, the
 // interface and the verb, in the characters an object name may have.
