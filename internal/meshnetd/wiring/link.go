@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"slices"
 
@@ -99,35 +100,9 @@ func (w *Wirer) wireLink(ctx context.Context, p pod, l v1beta1.Link) (wired, err
 
 	switch kind {
 	case v1beta1.LinkKindPhy:
-		o := l.LinkOptions
-		remote, err := netip.ParseAddr(o.RemoteVTEP)
-		if err != nil {
-			return wired{}, fmt.Errorf("link %d: remote_vtep %q: %w", l.UID, o.RemoteVTEP, err)
-		}
-		x := links.VXLAN{Node: w.node, End: self, VNI: uint32(o.VNI), Local: w.cfg.NodeIP, Remote: remote, Port: udpPort(o)}
-		unlock := w.cfg.Locks.Lock(endKey(p.key, l.LocalIntf))
-		r, err := links.EnsureVXLAN(x)
-		unlock()
-		if err != nil {
-			return wired{}, fmt.Errorf("link %d: %w", l.UID, err)
-		}
-		rec.VNI, rec.PeerNodeIP, rec.UDPPort = uint32(o.VNI), remote.String(), x.Port
-		log.Info("physical peer wired", "result", r, "vni", o.VNI, "remote_vtep", remote)
-		res.Kind, res.Phase = kind.Proto(), meshnetv1.LinkPhase_LINK_PHASE_READY
-		w.applyNetem(p, l)
-		return wired{result: res, record: rec}, nil
-
+		return w.wirePhy(p, l, self, res, rec, log)
 	case v1beta1.LinkKindMacvlan:
-		unlock := w.cfg.Locks.Lock(endKey(p.key, l.LocalIntf))
-		r, err := links.EnsureMacvlan(links.Macvlan{Node: w.node, Parent: l.PeerIntf, Trusted: w.cfg.MacvlanParents, End: self})
-		unlock()
-		if err != nil {
-			return wired{}, fmt.Errorf("link %d: %w", l.UID, err)
-		}
-		log.Info("macvlan wired", "result", r, "parent", l.PeerIntf)
-		res.Kind, res.Phase = kind.Proto(), meshnetv1.LinkPhase_LINK_PHASE_READY
-		w.applyNetem(p, l)
-		return wired{result: res, record: rec}, nil
+		return w.wireMacvlan(p, l, self, res, rec, log)
 	}
 
 	peerKey := podstore.Key{Namespace: p.key.Namespace, Name: l.PeerPod}
@@ -155,10 +130,49 @@ func (w *Wirer) wireLink(ctx context.Context, p pod, l v1beta1.Link) (wired, err
 		res.Phase, res.Message = meshnetv1.LinkPhase_LINK_PHASE_PENDING, "node "+peerNode+" of peer pod "+l.PeerPod+" has no IP yet"
 		return wired{result: res, record: rec}, nil
 	}
+	return w.wireVXLAN(p, l, self, peerNode, peerIP, res, rec, log)
+}
 
-	// A VXLAN between two nodes: make this end with the first of the
-	// link's VNIs this node has free (the one it has already, if any),
-	// then ask the peer's node for its end with that VNI.
+// wirePhy makes the pod's end of a VXLAN to a device outside the cluster
+// (a remote VTEP).
+func (w *Wirer) wirePhy(p pod, l v1beta1.Link, self links.End, res *meshnetv1.LinkResult, rec podstore.Link, log *slog.Logger) (wired, error) {
+	o := l.LinkOptions
+	remote, err := netip.ParseAddr(o.RemoteVTEP)
+	if err != nil {
+		return wired{}, fmt.Errorf("link %d: remote_vtep %q: %w", l.UID, o.RemoteVTEP, err)
+	}
+	x := links.VXLAN{Node: w.node, End: self, VNI: uint32(o.VNI), Local: w.cfg.NodeIP, Remote: remote, Port: udpPort(o)}
+	unlock := w.cfg.Locks.Lock(endKey(p.key, l.LocalIntf))
+	r, err := links.EnsureVXLAN(x)
+	unlock()
+	if err != nil {
+		return wired{}, fmt.Errorf("link %d: %w", l.UID, err)
+	}
+	rec.VNI, rec.PeerNodeIP, rec.UDPPort = uint32(o.VNI), remote.String(), x.Port
+	log.Info("physical peer wired", "result", r, "vni", o.VNI, "remote_vtep", remote)
+	res.Kind, res.Phase = rec.Kind.Proto(), meshnetv1.LinkPhase_LINK_PHASE_READY
+	w.applyNetem(p, l)
+	return wired{result: res, record: rec}, nil
+}
+
+// wireMacvlan makes the pod's end of a macvlan on a host NIC.
+func (w *Wirer) wireMacvlan(p pod, l v1beta1.Link, self links.End, res *meshnetv1.LinkResult, rec podstore.Link, log *slog.Logger) (wired, error) {
+	unlock := w.cfg.Locks.Lock(endKey(p.key, l.LocalIntf))
+	r, err := links.EnsureMacvlan(links.Macvlan{Node: w.node, Parent: l.PeerIntf, Trusted: w.cfg.MacvlanParents, End: self})
+	unlock()
+	if err != nil {
+		return wired{}, fmt.Errorf("link %d: %w", l.UID, err)
+	}
+	log.Info("macvlan wired", "result", r, "parent", l.PeerIntf)
+	res.Kind, res.Phase = rec.Kind.Proto(), meshnetv1.LinkPhase_LINK_PHASE_READY
+	w.applyNetem(p, l)
+	return wired{result: res, record: rec}, nil
+}
+
+// wireVXLAN makes this end of a VXLAN between two nodes with the first of
+// the link's VNIs this node has free (the one it has already, if any); the
+// caller then asks the peer's node for its end with that VNI (remote).
+func (w *Wirer) wireVXLAN(p pod, l v1beta1.Link, self links.End, peerNode string, peerIP netip.Addr, res *meshnetv1.LinkResult, rec podstore.Link, log *slog.Logger) (wired, error) {
 	vnis := links.VNIs(p.key.Namespace, p.key.Name, l.PeerPod, l.UID)
 	if prev := w.recordedVNI(p.key, l.UID); prev != 0 {
 		if i := slices.Index(vnis, prev); i > 0 {
@@ -169,6 +183,7 @@ func (w *Wirer) wireLink(ctx context.Context, p pod, l v1beta1.Link) (wired, err
 	x := links.VXLAN{Node: w.node, End: self, Local: w.cfg.NodeIP, Remote: peerIP}
 	unlock := w.cfg.Locks.Lock(endKey(p.key, l.LocalIntf))
 	var r links.Result
+	var err error
 	for _, x.VNI = range vnis {
 		if r, err = links.EnsureVXLAN(x); !errors.Is(err, links.ErrVNIInUse) {
 			break
