@@ -113,6 +113,12 @@ func TestKernelLinkFaults(t *testing.T) {
 			Links: []v1beta1.FaultLink{{Pod: "r3", Interface: "eth1"}}, State: down, Duration: "8s"})
 		waitKernel(t, p.r1.Netns, "eth2", 5*time.Second, func(s links.Reading) bool { return !s.Carrier })
 		p.ctrl.signal(syscall.SIGKILL)
+		// r3's end, read every 5 ms through the restarts: a meshnetd
+		// starts from its own record of the last apply, so its end
+		// never comes up in between.
+		stopProbe := make(chan struct{})
+		probed := make(chan []time.Duration)
+		go func() { probed <- upsUntil(p.r3.Netns, "eth1", start, stopProbe) }()
 		p.b.Kill()
 		setDaemonReady(t, p.lab, p.b, false)
 		time.Sleep(time.Second)
@@ -121,10 +127,11 @@ func TestKernelLinkFaults(t *testing.T) {
 		// Without leader election: the killed leader's Lease would hold
 		// a successor back for its 15 s. Started for the rest of the test.
 		p.ctrl = startController(outer, p.lab, p.a, "controller-2", "--leader-elect=false")
-		// The restarted meshnetd may have its end up until the new
-		// controller's first pass: held down again within seconds.
-		waitKernel(t, p.r3.Netns, "eth1", 5*time.Second, cut)
-		t.Logf("r3's eth1 held down again %v into the window, after the restarts", time.Since(start).Round(time.Millisecond))
+		time.Sleep(2 * time.Second) // the new controller's first passes
+		close(stopProbe)
+		if ups := <-probed; len(ups) > 0 {
+			t.Errorf("r3's eth1 came up at %v into the window, through the restarts; want held down", ups)
+		}
 		waitKernel(t, p.r3.Netns, "eth1", 15*time.Second, up)
 		waitKernel(t, p.r1.Netns, "eth2", 5*time.Second, up)
 		back := time.Since(start)
@@ -150,4 +157,30 @@ func TestKernelLinkFaults(t *testing.T) {
 			t.Errorf("both ends up %v after the deletion, want within 1s", took)
 		}
 	})
+}
+
+// upsUntil reads intf's admin state in the netns every 5 ms until stop and
+// returns when, after start, it was seen to come up.
+func upsUntil(nsPath, intf string, start time.Time, stop <-chan struct{}) []time.Duration {
+	var ups []time.Duration
+	was := false
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return ups
+		case <-tick.C:
+		}
+		n, err := links.OpenNetns(nsPath)
+		if err != nil {
+			continue
+		}
+		s, err := links.ReadLink(n, intf)
+		n.Close()
+		if err == nil && s.AdminUp && !was {
+			ups = append(ups, time.Since(start).Round(time.Millisecond))
+		}
+		was = err == nil && s.AdminUp
+	}
 }
