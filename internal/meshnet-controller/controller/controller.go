@@ -33,6 +33,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
@@ -171,7 +172,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	var edge time.Time // when what LinkFaults do to its links changes next
 	defer func() {
 		if err == nil && !edge.IsZero() {
-			if d := max(time.Until(edge), time.Millisecond); res.RequeueAfter == 0 || d < res.RequeueAfter {
+			if d := max(time.Until(edge)-FaultLead, time.Millisecond); res.RequeueAfter == 0 || d < res.RequeueAfter {
 				res.RequeueAfter = d
 			}
 		}
@@ -219,6 +220,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	r.kernel.follow(r.ctx, node)
 	key := req.NamespacedName
 	if a, ok := r.kernel.current(node, key, d.request, r.Resync); ok {
+		if !edge.IsZero() && time.Until(edge) <= FaultLead {
+			// What holds now is applied: the next edge goes ahead, for
+			// meshnetd to make on time (apply_at).
+			held, next := v1beta1.Holding(faults, edge)
+			if ahead, err := desiredState(topo, pod, peers, held, sent); err == nil {
+				ahead.request.ApplyAt = timestamppb.New(edge)
+				edge = next
+				return r.apply(ctx, topo, pod, ahead, peers)
+			}
+		}
 		// Applied already: only the kernel (or the status) changed.
 		kl, _ := r.kernel.links(node, key)
 		return requeueAfter(r.Resync-time.Since(a.at), r.writeStatus(ctx, topo, convergedStatus(topo, pod, d, kl, a.results)))
@@ -243,7 +254,11 @@ func (r *Reconciler) apply(ctx context.Context, topo *v1beta1.Topology, pod *cor
 	// Sized to the work: a pod of thousands of links takes longer than
 	// one of two, and a deadline it cannot meet would have every retry
 	// cancelled half way.
-	callCtx, cancel := context.WithTimeout(ctx, r.CallTimeout+time.Duration(len(d.request.Links))*PerLinkCallTimeout)
+	timeout := r.CallTimeout + time.Duration(len(d.request.Links))*PerLinkCallTimeout
+	if at := d.request.GetApplyAt(); at != nil {
+		timeout += max(time.Until(at.AsTime()), 0)
+	}
+	callCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	r.sent.Store(key, d.managed)
 	resp, err := meshnetv1.NewLinkServiceClient(conn).ApplyPod(callCtx, d.request)
@@ -284,6 +299,12 @@ func (r *Reconciler) apply(ctx context.Context, topo *v1beta1.Topology, pod *cor
 	logger.V(1).Info("applied", "links", len(d.request.Links), "generation", topo.Generation)
 	return requeueAfter(r.Resync, r.writeStatus(ctx, topo, st))
 }
+
+// FaultLead is how far ahead of a LinkFault's edge the controller sends
+// the change to the meshnetds (ApplyPodRequest.apply_at), which make it
+// on time: the pass, the call and the queue's wait are not in the edge's
+// delay. Within meshnetv1.MaxApplyAhead.
+const FaultLead = 200 * time.Millisecond
 
 // PerLinkCallTimeout is what each link of a pod adds to its ApplyPod's
 // deadline. The kernel's own cost of a link change grows with the pod's

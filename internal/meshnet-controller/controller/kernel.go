@@ -236,6 +236,10 @@ func (k *kernel) links(node string, key types.NamespacedName) (map[string]*meshn
 func (k *kernel) answered(node string, key types.NamespacedName, req *meshnetv1.ApplyPodRequest, resp *meshnetv1.ApplyPodResponse) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if req.GetApplyAt() != nil { // made at its moment; the same state after
+		req = proto.Clone(req).(*meshnetv1.ApplyPodRequest)
+		req.ApplyAt = nil
+	}
 	k.applied[key] = appliedState{node: node, request: req, results: resp.GetResults(), at: time.Now()}
 	n := k.nodes[node]
 	if n == nil || !n.synced || resp.GetRevision() == 0 {

@@ -291,11 +291,14 @@ func reportLatencies(b *testing.B, what string, lat []time.Duration) {
 	b.Logf("%d %s: p50 %.1f ms, p99 %.1f ms, max %.1f ms", len(lat), what, pct(0.50), pct(0.99), pct(1))
 }
 
-// newFault creates a LinkFault in lab whose first window begins now.
+// newFault creates a LinkFault in lab whose first window begins at
+// spec.start, now when it is unset, and returns when that is.
 func newFault(t testing.TB, lab *labnet.Lab, name string, spec v1beta1.LinkFaultSpec) (*v1beta1.LinkFault, time.Time) {
 	t.Helper()
-	start := time.Now()
-	spec.Start = &metav1.MicroTime{Time: start}
+	if spec.Start == nil {
+		spec.Start = &metav1.MicroTime{Time: time.Now()}
+	}
+	start := spec.Start.Truncate(time.Microsecond) // as the API server keeps it
 	f := &v1beta1.LinkFault{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: name}, Spec: spec}
 	if err := lab.Client.Create(context.Background(), f); err != nil {
 		t.Fatalf("create LinkFault %s: %v", name, err)

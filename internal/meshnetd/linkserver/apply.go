@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
@@ -75,6 +77,7 @@ func (s *Server) apply(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*me
 	}
 	v.most("links", len(req.GetLinks()), v1beta1.MaxLinks)
 	v.most("routes.routes", len(req.GetRoutes().GetRoutes()), v1beta1.MaxRoutes)
+	v.applyAt("apply_at", req.GetApplyAt(), s.node)
 	if err := v.err(); err != nil {
 		return nil, err
 	}
@@ -122,6 +125,11 @@ func (s *Server) apply(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*me
 		}
 	}
 
+	// Everything up to here is ready ahead of time; the change is made on
+	// time (a LinkFault's edge, sent ahead).
+	if err := waitUntil(ctx, req.GetApplyAt()); err != nil {
+		return nil, err
+	}
 	err = s.withPod(p, extra, func(n *podNetns, st *podRecord, devs map[string]links.Interface) (bool, error) {
 		return s.applyLocal(ctx, &v, &failed, req, p, plans, n, st, devs)
 	})
@@ -397,4 +405,24 @@ func setPeerMTU(peer podstore.Pod, intf string, mtu int) error {
 	}
 	defer n.Close()
 	return links.SetMTU(n, intf, mtu)
+}
+
+// waitUntil returns at the moment at (at once when it is unset or passed),
+// or with ctx's error when ctx ends first.
+func waitUntil(ctx context.Context, at *timestamppb.Timestamp) error {
+	if at == nil {
+		return nil
+	}
+	d := time.Until(at.AsTime())
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/internal/meshnetd/linkserver/linkservertest"
@@ -165,6 +166,11 @@ func TestKernelBadInputChangesNothing(t *testing.T) {
 				Links: []*meshnetv1.LinkSpec{{Interface: "eth1", State: &down}}})
 			return err
 		}, codes.InvalidArgument, "generation"},
+		{"apply a minute ahead", func() error {
+			_, err := c.ApplyPod(ctx, &meshnetv1.ApplyPodRequest{Namespace: ns, Pod: "r1",
+				Links: []*meshnetv1.LinkSpec{{Interface: "eth1", State: &down}}, ApplyAt: timestamppb.New(time.Now().Add(time.Minute))})
+			return err
+		}, codes.InvalidArgument, "apply_at"},
 		{"list with a bad namespace", func() error {
 			_, err := c.ListLinks(ctx, &meshnetv1.ListLinksRequest{Namespace: "-x"})
 			return err

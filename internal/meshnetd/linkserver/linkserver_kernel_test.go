@@ -12,11 +12,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
@@ -350,6 +352,34 @@ func TestKernelApplyPod(t *testing.T) {
 	if e1, e2 := w1.Stop(), w2.Stop(); len(e1)+len(e2) != 0 {
 		t.Fatalf("identical ApplyPod changed the kernel: r1 %v, r2 %v", e1, e2)
 	}
+
+	// Sent ahead (a LinkFault's edge): made at apply_at, not on arrival.
+	ahead := proto.Clone(req).(*meshnetv1.ApplyPodRequest)
+	ahead.Links[0].State = &down
+	at := time.Now().Add(300 * time.Millisecond)
+	ahead.ApplyAt = timestamppb.New(at)
+	done := make(chan error, 1)
+	go func() { _, err := c.ApplyPod(ctx, ahead); done <- err }()
+	var downAt time.Time
+	for downAt.IsZero() && time.Since(at) < 5*time.Second {
+		if !mustState(t, r1, "eth1").AdminUp {
+			downAt = time.Now()
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("apply_at: r1 eth1 down %v after the moment asked", downAt.Sub(at))
+	if downAt.Before(at) || downAt.Sub(at) > 100*time.Millisecond {
+		t.Fatalf("apply_at: r1 eth1 down %v after the moment asked, want within 0..100ms", downAt.Sub(at))
+	}
+	req.Generation = 5 // the same state again, converged
+	req.Links[0].State = &up
+	if _, err = c.ApplyPod(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	waitCarrier(t, r2, "eth1", true)
 
 	stale := proto.Clone(req).(*meshnetv1.ApplyPodRequest)
 	stale.Generation = 2

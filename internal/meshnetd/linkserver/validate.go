@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
@@ -78,6 +80,21 @@ func (v *violations) ifname(field, name string) {
 func (v *violations) most(field string, n, max int) {
 	if n > max {
 		v.add(field, "%d items; a Topology has at most %d", n, max)
+	}
+}
+
+// applyAt checks that a change is asked for no further ahead than
+// meshnetv1.MaxApplyAhead: what a caller sends cannot hold a call open.
+func (v *violations) applyAt(field string, at *timestamppb.Timestamp, node string) {
+	if at == nil {
+		return
+	}
+	if err := at.CheckValid(); err != nil {
+		v.add(field, "%v", err)
+		return
+	}
+	if ahead := time.Until(at.AsTime()); ahead > meshnetv1.MaxApplyAhead {
+		v.add(field, "%s is %v ahead of node %s's clock; at most %v", at.AsTime().Format(time.RFC3339Nano), ahead.Round(time.Millisecond), node, meshnetv1.MaxApplyAhead)
 	}
 }
 

@@ -1,5 +1,7 @@
 package meshnetv1
 
+import "time"
+
 // Bounds of a message on meshnet's API, for servers and clients alike. The
 // largest request is an ApplyPod for the largest Topology the CRD admits
 // (v1beta1.MaxLinks links, v1beta1.MaxRoutes routes) with every field at its
@@ -12,3 +14,8 @@ const (
 	// indentation.
 	MaxRESTBodyBytes = 24 << 20
 )
+
+// MaxApplyAhead bounds ApplyPodRequest.apply_at: how far ahead of a node's
+// clock a change may be sent, so that no caller holds a call open longer.
+// The controller sends a LinkFault's edges well within it.
+const MaxApplyAhead = time.Second

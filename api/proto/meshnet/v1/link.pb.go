@@ -1108,7 +1108,13 @@ type ApplyPodRequest struct {
 	Prune bool `protobuf:"varint,6,opt,name=prune,proto3" json:"prune,omitempty"`
 	// When present, the complete set of meshnet-managed routes (as SetRoutes);
 	// when absent, routes are left alone.
-	Routes        *RouteSet `protobuf:"bytes,7,opt,name=routes,proto3" json:"routes,omitempty"`
+	Routes *RouteSet `protobuf:"bytes,7,opt,name=routes,proto3" json:"routes,omitempty"`
+	// When set, the pod is changed at that moment of this node's clock, not
+	// on arrival: the controller sends a LinkFault's edge ahead of time, so
+	// that the ends of a link on two nodes change together and on time. At
+	// most 1 s ahead (INVALID_ARGUMENT otherwise); a moment passed already
+	// changes the pod at once.
+	ApplyAt       *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=apply_at,json=applyAt,proto3" json:"apply_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1188,6 +1194,13 @@ func (x *ApplyPodRequest) GetPrune() bool {
 func (x *ApplyPodRequest) GetRoutes() *RouteSet {
 	if x != nil {
 		return x.Routes
+	}
+	return nil
+}
+
+func (x *ApplyPodRequest) GetApplyAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ApplyAt
 	}
 	return nil
 }
@@ -1558,7 +1571,7 @@ const file_meshnet_v1_link_proto_rawDesc = "" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03pod\x18\x02 \x01(\tR\x03pod\"A\n" +
 	"\x11ListLinksResponse\x12,\n" +
-	"\x05links\x18\x01 \x03(\v2\x16.meshnet.v1.LinkStatusR\x05links\"\xea\x01\n" +
+	"\x05links\x18\x01 \x03(\v2\x16.meshnet.v1.LinkStatusR\x05links\"\xa1\x02\n" +
 	"\x0fApplyPodRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03pod\x18\x02 \x01(\tR\x03pod\x12\x17\n" +
@@ -1568,7 +1581,8 @@ const file_meshnet_v1_link_proto_rawDesc = "" +
 	"generation\x12*\n" +
 	"\x05links\x18\x05 \x03(\v2\x14.meshnet.v1.LinkSpecR\x05links\x12\x14\n" +
 	"\x05prune\x18\x06 \x01(\bR\x05prune\x12,\n" +
-	"\x06routes\x18\a \x01(\v2\x14.meshnet.v1.RouteSetR\x06routes\"\xe0\x01\n" +
+	"\x06routes\x18\a \x01(\v2\x14.meshnet.v1.RouteSetR\x06routes\x125\n" +
+	"\bapply_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\aapplyAt\"\xe0\x01\n" +
 	"\bLinkSpec\x12\x1c\n" +
 	"\tinterface\x18\x01 \x01(\tR\tinterface\x12.\n" +
 	"\x06wiring\x18\x02 \x01(\v2\x16.meshnet.v1.LinkWiringR\x06wiring\x120\n" +
@@ -1680,39 +1694,40 @@ var file_meshnet_v1_link_proto_depIdxs = []int32{
 	24, // 14: meshnet.v1.ListLinksResponse.links:type_name -> meshnet.v1.LinkStatus
 	18, // 15: meshnet.v1.ApplyPodRequest.links:type_name -> meshnet.v1.LinkSpec
 	20, // 16: meshnet.v1.ApplyPodRequest.routes:type_name -> meshnet.v1.RouteSet
-	19, // 17: meshnet.v1.LinkSpec.wiring:type_name -> meshnet.v1.LinkWiring
-	27, // 18: meshnet.v1.LinkSpec.state:type_name -> meshnet.v1.LinkState
-	28, // 19: meshnet.v1.LinkSpec.netem:type_name -> meshnet.v1.NetemSpec
-	29, // 20: meshnet.v1.LinkWiring.kind:type_name -> meshnet.v1.LinkKind
-	30, // 21: meshnet.v1.LinkWiring.peer:type_name -> meshnet.v1.Peer
-	31, // 22: meshnet.v1.LinkWiring.vxlan:type_name -> meshnet.v1.Vxlan
-	25, // 23: meshnet.v1.RouteSet.routes:type_name -> meshnet.v1.Route
-	32, // 24: meshnet.v1.ApplyPodResponse.results:type_name -> meshnet.v1.LinkResult
-	24, // 25: meshnet.v1.ApplyPodResponse.links:type_name -> meshnet.v1.LinkStatus
-	25, // 26: meshnet.v1.ApplyPodResponse.routes:type_name -> meshnet.v1.Route
-	5,  // 27: meshnet.v1.LinkService.SetLinkState:input_type -> meshnet.v1.SetLinkStateRequest
-	7,  // 28: meshnet.v1.LinkService.SetNetem:input_type -> meshnet.v1.SetNetemRequest
-	9,  // 29: meshnet.v1.LinkService.ClearNetem:input_type -> meshnet.v1.ClearNetemRequest
-	11, // 30: meshnet.v1.LinkService.SetRoutes:input_type -> meshnet.v1.SetRoutesRequest
-	13, // 31: meshnet.v1.LinkService.GetLink:input_type -> meshnet.v1.GetLinkRequest
-	15, // 32: meshnet.v1.LinkService.ListLinks:input_type -> meshnet.v1.ListLinksRequest
-	17, // 33: meshnet.v1.LinkService.ApplyPod:input_type -> meshnet.v1.ApplyPodRequest
-	3,  // 34: meshnet.v1.LinkService.WatchLinks:input_type -> meshnet.v1.WatchLinksRequest
-	1,  // 35: meshnet.v1.LinkService.CaptureLink:input_type -> meshnet.v1.CaptureLinkRequest
-	6,  // 36: meshnet.v1.LinkService.SetLinkState:output_type -> meshnet.v1.SetLinkStateResponse
-	8,  // 37: meshnet.v1.LinkService.SetNetem:output_type -> meshnet.v1.SetNetemResponse
-	10, // 38: meshnet.v1.LinkService.ClearNetem:output_type -> meshnet.v1.ClearNetemResponse
-	12, // 39: meshnet.v1.LinkService.SetRoutes:output_type -> meshnet.v1.SetRoutesResponse
-	14, // 40: meshnet.v1.LinkService.GetLink:output_type -> meshnet.v1.GetLinkResponse
-	16, // 41: meshnet.v1.LinkService.ListLinks:output_type -> meshnet.v1.ListLinksResponse
-	21, // 42: meshnet.v1.LinkService.ApplyPod:output_type -> meshnet.v1.ApplyPodResponse
-	4,  // 43: meshnet.v1.LinkService.WatchLinks:output_type -> meshnet.v1.WatchLinksResponse
-	2,  // 44: meshnet.v1.LinkService.CaptureLink:output_type -> meshnet.v1.CaptureLinkResponse
-	36, // [36:45] is the sub-list for method output_type
-	27, // [27:36] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	26, // 17: meshnet.v1.ApplyPodRequest.apply_at:type_name -> google.protobuf.Timestamp
+	19, // 18: meshnet.v1.LinkSpec.wiring:type_name -> meshnet.v1.LinkWiring
+	27, // 19: meshnet.v1.LinkSpec.state:type_name -> meshnet.v1.LinkState
+	28, // 20: meshnet.v1.LinkSpec.netem:type_name -> meshnet.v1.NetemSpec
+	29, // 21: meshnet.v1.LinkWiring.kind:type_name -> meshnet.v1.LinkKind
+	30, // 22: meshnet.v1.LinkWiring.peer:type_name -> meshnet.v1.Peer
+	31, // 23: meshnet.v1.LinkWiring.vxlan:type_name -> meshnet.v1.Vxlan
+	25, // 24: meshnet.v1.RouteSet.routes:type_name -> meshnet.v1.Route
+	32, // 25: meshnet.v1.ApplyPodResponse.results:type_name -> meshnet.v1.LinkResult
+	24, // 26: meshnet.v1.ApplyPodResponse.links:type_name -> meshnet.v1.LinkStatus
+	25, // 27: meshnet.v1.ApplyPodResponse.routes:type_name -> meshnet.v1.Route
+	5,  // 28: meshnet.v1.LinkService.SetLinkState:input_type -> meshnet.v1.SetLinkStateRequest
+	7,  // 29: meshnet.v1.LinkService.SetNetem:input_type -> meshnet.v1.SetNetemRequest
+	9,  // 30: meshnet.v1.LinkService.ClearNetem:input_type -> meshnet.v1.ClearNetemRequest
+	11, // 31: meshnet.v1.LinkService.SetRoutes:input_type -> meshnet.v1.SetRoutesRequest
+	13, // 32: meshnet.v1.LinkService.GetLink:input_type -> meshnet.v1.GetLinkRequest
+	15, // 33: meshnet.v1.LinkService.ListLinks:input_type -> meshnet.v1.ListLinksRequest
+	17, // 34: meshnet.v1.LinkService.ApplyPod:input_type -> meshnet.v1.ApplyPodRequest
+	3,  // 35: meshnet.v1.LinkService.WatchLinks:input_type -> meshnet.v1.WatchLinksRequest
+	1,  // 36: meshnet.v1.LinkService.CaptureLink:input_type -> meshnet.v1.CaptureLinkRequest
+	6,  // 37: meshnet.v1.LinkService.SetLinkState:output_type -> meshnet.v1.SetLinkStateResponse
+	8,  // 38: meshnet.v1.LinkService.SetNetem:output_type -> meshnet.v1.SetNetemResponse
+	10, // 39: meshnet.v1.LinkService.ClearNetem:output_type -> meshnet.v1.ClearNetemResponse
+	12, // 40: meshnet.v1.LinkService.SetRoutes:output_type -> meshnet.v1.SetRoutesResponse
+	14, // 41: meshnet.v1.LinkService.GetLink:output_type -> meshnet.v1.GetLinkResponse
+	16, // 42: meshnet.v1.LinkService.ListLinks:output_type -> meshnet.v1.ListLinksResponse
+	21, // 43: meshnet.v1.LinkService.ApplyPod:output_type -> meshnet.v1.ApplyPodResponse
+	4,  // 44: meshnet.v1.LinkService.WatchLinks:output_type -> meshnet.v1.WatchLinksResponse
+	2,  // 45: meshnet.v1.LinkService.CaptureLink:output_type -> meshnet.v1.CaptureLinkResponse
+	37, // [37:46] is the sub-list for method output_type
+	28, // [28:37] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_meshnet_v1_link_proto_init() }
