@@ -337,6 +337,7 @@ func (b *builder) edge(t *v1beta1.Topology, l *v1beta1.Link) *meshnetv1.GraphEdg
 		errs = append(errs, "no live counters: "+msg)
 	}
 	e.DetailError = strings.Join(errs, "; ")
+	e.DetailFaults = strings.Join(faults(src, dst), ", ")
 	b.fill(e, l, src)
 	source := b.nodes[t.Name]
 	source.add(state)
@@ -407,6 +408,19 @@ func linkState(src end, dst *end) (string, []string) {
 		worse(endState(x))
 	}
 	return state, errs
+}
+
+// faults names the LinkFaults that either end's status says hold the
+// link, each once.
+func faults(src end, dst *end) []string {
+	var out []string
+	for _, x := range []*end{&src, dst} {
+		if x != nil && x.status != nil {
+			out = append(out, x.status.Faults...)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func lastError(x *end) string {

@@ -306,6 +306,21 @@ func TestLinkDownTurnsEdgeRed(t *testing.T) {
 	}
 }
 
+// TestEdgeNamesItsFaults: an edge names the LinkFaults that either end's
+// status says hold it, each once.
+func TestEdgeNamesItsFaults(t *testing.T) {
+	g := lab()
+	g.Topologies[0].Status.Links[1].Faults = []string{"outage", "cut"}
+	g.Topologies[2].Status.Links[0].Faults = []string{"cut"}
+	edges := byID(second(topograph.Frames(g)))
+	if got := edges["r1:eth2--r3:eth1"].DetailFaults; got != "cut, outage" {
+		t.Errorf("r1:eth2--r3:eth1 detail__faults %q, want %q", got, "cut, outage")
+	}
+	if got := edges["r1:eth1--r2:eth1"].DetailFaults; got != "" {
+		t.Errorf("r1:eth1--r2:eth1, held by none: detail__faults %q", got)
+	}
+}
+
 func second(_ []*meshnetv1.GraphNode, e []*meshnetv1.GraphEdge) []*meshnetv1.GraphEdge { return e }
 
 func TestLinkDrawnFromItsOnlyDeclaredEnd(t *testing.T) {

@@ -86,6 +86,8 @@ func TestChanges(t *testing.T) {
 	down.State, down.Carrier = v1beta1.LinkDown, false
 	shaped := up
 	shaped.Netem = &v1beta1.Netem{Delay: ptr.To(v1beta1.Duration("50ms"))}
+	held := down
+	held.Faults = []string{"cut", "flap"}
 	topo := func(ready metav1.ConditionStatus, links ...v1beta1.LinkStatus) *v1beta1.Topology {
 		return &v1beta1.Topology{Status: v1beta1.TopologyStatus{Links: links, Conditions: []metav1.Condition{
 			{Type: v1beta1.ConditionReady, Status: ready, Reason: "R", Message: "m"},
@@ -107,6 +109,8 @@ func TestChanges(t *testing.T) {
 		{"cable pull", topo("True", up), topo("True", down), []change{{"eth1", "state up -> down, carrier yes -> no"}}},
 		{"shaped", topo("True", up), topo("True", shaped), []change{{"eth1", "netem <none> -> delay 50ms"}}},
 		{"removed", topo("True", up), topo("True"), []change{{"eth1", "removed from the status"}}},
+		{"held by faults", topo("True", up), topo("True", held), []change{{"eth1", "state up -> down, carrier yes -> no, held by <none> -> cut,flap"}}},
+		{"let go", topo("True", held), topo("True", up), []change{{"eth1", "state down -> up, carrier no -> yes, held by cut,flap -> <none>"}}},
 		// Past 4,096 links the status lists only the links not up as
 		// specified.
 		{"wide: cable pull", wide(topo("True")), wide(topo("True", down)), []change{{"eth1", "no longer as specified: vxlan, down, carrier no, mtu 1450"}}},

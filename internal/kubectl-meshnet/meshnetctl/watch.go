@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -30,7 +31,9 @@ func newWatchCommand(o *options) *cobra.Command {
 		Use:   "watch",
 		Short: "Print the link changes of a namespace as they happen",
 		Long: `Print every link of the namespace's pods, then each change as it happens:
-wired, state, carrier, MTU, netem, errors, removed, routes.
+wired, state, carrier, MTU, netem, errors, removed, routes; with the
+kernel's, each window of a LinkFault beginning and ending on the links it
+holds (the status names the faults holding a link).
 
 By default (--source kernel) the changes are the kernel's own, as each
 node's meshnetd sees them, within milliseconds, read through meshnet's
@@ -58,7 +61,14 @@ Ctrl-C ends it.`,
 			if err := o.connect(); err != nil {
 				return err
 			}
-			err := watch(cmd.Context(), cmd.OutOrStdout())
+			out := io.Writer(cmd.OutOrStdout())
+			if source == "kernel" {
+				// The kernel does not know faults; the status names them.
+				lw := &lineWriter{w: out}
+				go o.watchFaults(cmd.Context(), lw)
+				out = lw
+			}
+			err := watch(cmd.Context(), out)
 			if errors.Is(err, context.Canceled) {
 				return nil // Ctrl-C
 			}
@@ -340,6 +350,7 @@ func linkChanges(o, n *v1beta1.LinkStatus) []string {
 	diff("mtu", strconv.Itoa(int(o.MTU)), strconv.Itoa(int(n.MTU)))
 	diff("netem", words(o.Netem), words(n.Netem))
 	diff("error", or(o.LastError, none), or(n.LastError, none))
+	diff("held by", or(strings.Join(o.Faults, ","), none), or(strings.Join(n.Faults, ","), none))
 	return d
 }
 
@@ -370,4 +381,97 @@ func printLine(w io.Writer, pod, intf, what string) { printLineAt(w, time.Now(),
 
 func printLineAt(w io.Writer, at time.Time, pod, intf, what string) {
 	fmt.Fprintf(w, lineFormat, at.Format(time.TimeOnly), pod, intf, what)
+}
+
+// lineWriter lets the link watch and the fault watch print whole lines to
+// one output (fmt.Fprintf writes a line in one Write).
+type lineWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// watchFaults prints, for each link a LinkFault of the namespace holds,
+// when its windows begin and end (the fault's status, written by the
+// controller at each edge), until ctx ends. A user who may not watch
+// LinkFaults is told so once.
+func (o *options) watchFaults(ctx context.Context, w io.Writer) {
+	known := map[string]v1beta1.LinkFaultStatus{}
+	for first := true; ; first = false {
+		if !first {
+			if pause(ctx) != nil {
+				return
+			}
+		}
+		var list v1beta1.LinkFaultList
+		if err := o.client.List(ctx, &list, client.InNamespace(o.namespace)); err != nil {
+			if ctx.Err() == nil {
+				printLine(w, "-", "-", "LinkFaults not followed: "+err.Error())
+			}
+			return
+		}
+		for i := range list.Items {
+			printFault(w, &list.Items[i], known, first)
+		}
+		wi, err := o.client.Watch(ctx, &v1beta1.LinkFaultList{}, &client.ListOptions{
+			Namespace: o.namespace, Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+		if err != nil {
+			continue
+		}
+		for ev := range wi.ResultChan() {
+			f, ok := ev.Object.(*v1beta1.LinkFault)
+			switch {
+			case !ok:
+			case ev.Type == watch.Deleted:
+				if known[f.Name].Phase == v1beta1.FaultActive {
+					for _, l := range f.Spec.Links {
+						printLine(w, l.Pod, l.Interface, fmt.Sprintf("let go by LinkFault %s (deleted)", f.Name))
+					}
+				}
+				delete(known, f.Name)
+			default:
+				printFault(w, f, known, false)
+			}
+		}
+		wi.Stop()
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// printFault prints what changed of fault f since known says, link by
+// link: a window begun, a window ended. The first listing prints the
+// faults holding links now.
+func printFault(w io.Writer, f *v1beta1.LinkFault, known map[string]v1beta1.LinkFaultStatus, first bool) {
+	was, seen := known[f.Name]
+	now := f.Status
+	known[f.Name] = now
+	if seen && was.Phase == now.Phase && was.Windows == now.Windows {
+		return
+	}
+	var what string
+	switch {
+	case now.Phase == v1beta1.FaultActive:
+		what = fmt.Sprintf("held by LinkFault %s (window %d%s)", f.Name, now.Windows, untilEdge(now.NextEdge))
+	case !first && was.Phase == v1beta1.FaultActive:
+		what = fmt.Sprintf("let go by LinkFault %s (window %d ended; %s)", f.Name, was.Windows, strings.ToLower(string(now.Phase)))
+	default:
+		return
+	}
+	for _, l := range f.Spec.Links {
+		printLine(w, l.Pod, l.Interface, what)
+	}
+}
+
+func untilEdge(t *metav1.MicroTime) string {
+	if t == nil {
+		return ""
+	}
+	return ", until " + t.Local().Format(time.TimeOnly)
 }

@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/api/v1beta1"
 )
 
 // TestPrintEvent: a kernel event stream as watch prints it, one line per
@@ -46,5 +48,38 @@ func TestPrintEvent(t *testing.T) {
 `
 	if b.String() != want {
 		t.Errorf("printed:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+// TestPrintFault: a LinkFault's windows as watch prints them, one line per
+// link it holds; a status write that changes neither the phase nor the
+// window prints nothing.
+func TestPrintFault(t *testing.T) {
+	until := metav1.NewMicroTime(time.Date(2026, 12, 6, 23, 0, 30, 0, time.Local))
+	f := &v1beta1.LinkFault{ObjectMeta: metav1.ObjectMeta{Name: "cut"}, Spec: v1beta1.LinkFaultSpec{
+		Links: []v1beta1.FaultLink{{Pod: "r1", Interface: "eth1"}, {Pod: "r2", Interface: "eth3"}}}}
+	known := map[string]v1beta1.LinkFaultStatus{}
+	var b strings.Builder
+	for i, st := range []v1beta1.LinkFaultStatus{
+		{Phase: v1beta1.FaultPending},
+		{Phase: v1beta1.FaultActive, Windows: 1, NextEdge: &until},
+		{Phase: v1beta1.FaultActive, Windows: 1, NextEdge: &until, HeldLinks: 2},
+		{Phase: v1beta1.FaultCompleted, Windows: 1},
+	} {
+		f.Status = st
+		printFault(&b, f, known, i == 0)
+	}
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		got = append(got, strings.Join(strings.Fields(line)[1:], " ")) // without the time
+	}
+	want := []string{
+		"r1 eth1 held by LinkFault cut (window 1, until 23:00:30)",
+		"r2 eth3 held by LinkFault cut (window 1, until 23:00:30)",
+		"r1 eth1 let go by LinkFault cut (window 1 ended; completed)",
+		"r2 eth3 let go by LinkFault cut (window 1 ended; completed)",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("printed:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

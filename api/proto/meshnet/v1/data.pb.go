@@ -831,6 +831,9 @@ type GraphEdge struct {
 	// Traffic through the source end (sent and received) between its node's
 	// last two readings, bits per second; 0 until two readings exist.
 	DetailRateBps float64 `protobuf:"fixed64,27,opt,name=detail_rate_bps,json=detail__rate_bps,proto3" json:"detail_rate_bps,omitempty"`
+	// The LinkFaults holding the link now (either end's Topology status),
+	// comma-separated; empty when none.
+	DetailFaults  string `protobuf:"bytes,28,opt,name=detail_faults,json=detail__faults,proto3" json:"detail_faults,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1054,6 +1057,13 @@ func (x *GraphEdge) GetDetailRateBps() float64 {
 	return 0
 }
 
+func (x *GraphEdge) GetDetailFaults() string {
+	if x != nil {
+		return x.DetailFaults
+	}
+	return ""
+}
+
 var File_meshnet_v1_data_proto protoreflect.FileDescriptor
 
 const file_meshnet_v1_data_proto_rawDesc = "" +
@@ -1107,7 +1117,7 @@ const file_meshnet_v1_data_proto_rawDesc = "" +
 	"\vdetail_kind\x18\v \x01(\tR\fdetail__kind\x12+\n" +
 	"\x10detail_namespace\x18\f \x01(\tR\x11detail__namespace\x12!\n" +
 	"\vdetail_vtep\x18\r \x01(\tR\fdetail__vtep\x12 \n" +
-	"\vhighlighted\x18\x0e \x01(\bR\vhighlighted\"\x88\b\n" +
+	"\vhighlighted\x18\x0e \x01(\bR\vhighlighted\"\xaf\b\n" +
 	"\tGraphEdge\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x12\x16\n" +
@@ -1139,7 +1149,8 @@ const file_meshnet_v1_data_proto_rawDesc = "" +
 	"\x0fdetail_rx_drops\x18\x18 \x01(\x01R\x10detail__rx_drops\x12+\n" +
 	"\x10detail_tx_errors\x18\x19 \x01(\x01R\x11detail__tx_errors\x12+\n" +
 	"\x10detail_rx_errors\x18\x1a \x01(\x01R\x11detail__rx_errors\x12)\n" +
-	"\x0fdetail_rate_bps\x18\x1b \x01(\x01R\x10detail__rate_bps2\xb0\x05\n" +
+	"\x0fdetail_rate_bps\x18\x1b \x01(\x01R\x10detail__rate_bps\x12%\n" +
+	"\rdetail_faults\x18\x1c \x01(\tR\x0edetail__faults2\xb0\x05\n" +
 	"\vDataService\x12\x86\x01\n" +
 	"\x0eListTopologies\x12!.meshnet.v1.ListTopologiesRequest\x1a\".meshnet.v1.ListTopologiesResponse\"-\x82\xd3\xe4\x93\x02'\x12%/v1/namespaces/{namespace}/topologies\x12{\n" +
 	"\fGetNodeGraph\x12\x1f.meshnet.v1.GetNodeGraphRequest\x1a .meshnet.v1.GetNodeGraphResponse\"(\x82\xd3\xe4\x93\x02\"\x12 /v1/namespaces/{namespace}/graph\x12\x87\x01\n" +

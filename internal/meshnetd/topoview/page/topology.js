@@ -177,13 +177,14 @@ function drawEdges(edges) {
       g.dataset.state = e.detail__state;
       const [text, src, dst] = g.label.children;
       const mid = c.at(0.5), s = aside(c, near(c, 0)), d = aside(c, 1 - near(c, 1));
-      const words = [e.detail__netem, rate(e.detail__rate_bps), e.detail__state === 'up' ? '' : e.detail__state].filter(Boolean);
+      const words = [e.detail__netem, rate(e.detail__rate_bps), e.detail__state === 'up' ? '' : e.detail__state,
+        e.detail__faults ? 'held by ' + e.detail__faults : ''].filter(Boolean);
       place(text, mid, words.join(' · '));
       place(src, s, e.detail__source_interface);
       place(dst, d, e.detail__target_interface);
       let title = g.querySelector('title');
       if (!title) title = el('title', {}, g);
-      title.textContent = `${e.id} (${e.detail__kind}, ${e.detail__state})` + (e.detail__error ? '\n' + e.detail__error : '');
+      title.textContent = `${e.id} (${e.detail__kind}, ${e.detail__state})` + (e.detail__faults ? '\nheld by LinkFault ' + e.detail__faults : '') + (e.detail__error ? '\n' + e.detail__error : '');
     });
   }
   for (const [id, g] of drawn.edges) {
