@@ -32,6 +32,7 @@ var (
 		"detail__vni", "detail__error", "detail__tx_bytes", "detail__rx_bytes",
 		"detail__tx_packets", "detail__rx_packets", "detail__tx_drops",
 		"detail__rx_drops", "detail__tx_errors", "detail__rx_errors", "detail__rate_bps",
+		"detail__faults",
 	}
 )
 
