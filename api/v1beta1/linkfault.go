@@ -1,8 +1,11 @@
 package v1beta1
 
 import (
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/robfig/cron/v3"
 )
 
 // FaultSchedule is where a LinkFault's schedule is at a moment: the one
@@ -28,9 +31,10 @@ type FaultSchedule struct {
 func (s FaultSchedule) Holds() bool { return s.Phase == FaultActive }
 
 // ScheduleAt is where f's schedule is at now. Its windows begin at start
-// (spec.start, else the fault's creation) and every period after, each
-// lasting duration, count of them (one without a period, no end with a
-// period and no count). An error names the spec field that does not
+// (spec.start, else the fault's creation) and every period after, or at
+// the times spec.schedule names from start on, each lasting duration,
+// count of them (one without a period or a schedule, no end with either
+// and no count). An error names the spec field that does not
 // parse (the CRD's validation makes that unlikely).
 func (f *LinkFault) ScheduleAt(now time.Time) (FaultSchedule, error) {
 	d, err := f.Spec.Duration.Parse()
@@ -53,12 +57,18 @@ func (f *LinkFault) ScheduleAt(now time.Time) (FaultSchedule, error) {
 	switch {
 	case f.Spec.Count != nil:
 		count = int64(*f.Spec.Count)
-	case period == 0:
+	case period == 0 && f.Spec.Schedule == nil:
 		count = 1
 	}
 	start := f.CreationTimestamp.Time
 	if f.Spec.Start != nil {
 		start = f.Spec.Start.Time
+	}
+	if f.Spec.Schedule != nil {
+		if period != 0 {
+			return FaultSchedule{}, errors.New("spec.schedule: period is set too")
+		}
+		return f.scheduledAt(now, start, d, count)
 	}
 	var s FaultSchedule
 	if now.Before(start) {
@@ -89,6 +99,62 @@ func (f *LinkFault) ScheduleAt(now time.Time) (FaultSchedule, error) {
 		s.Phase, s.WindowStart, s.LastEdge, s.NextEdge = FaultActive, begun, begun, ended
 	case count < 0 || k+1 < count:
 		s.Phase, s.LastEdge, s.NextEdge = FaultWaiting, ended, begun.Add(period)
+	default:
+		s.Phase, s.LastEdge = FaultCompleted, ended
+	}
+	return s, nil
+}
+
+// MaxScheduledWindows bounds the windows of a fault with a schedule, from
+// its start: the windows are counted from there, each time ScheduleAt is
+// asked, so the cost of an answer stays bounded (a minute's schedule
+// reaches it in a week, an hour's in a year).
+const MaxScheduledWindows = 10000
+
+// scheduledAt is ScheduleAt for a fault with a schedule: a window begins at
+// each time the schedule names at or after start, unless a window is
+// still open then, count of them (-1: no end).
+func (f *LinkFault) scheduledAt(now, start time.Time, d time.Duration, count int64) (FaultSchedule, error) {
+	sched, err := cron.ParseStandard(*f.Spec.Schedule)
+	if err != nil {
+		return FaultSchedule{}, fmt.Errorf("spec.schedule: %q: %w", *f.Spec.Schedule, err)
+	}
+	var s FaultSchedule
+	var begun, ended time.Time
+	k := int64(0)
+	// The first time at or after start: Next is strictly after, in whole
+	// seconds.
+	at := sched.Next(start.Add(-time.Second).Truncate(time.Second))
+	for ; !at.IsZero() && !at.After(now) && (count < 0 || k < count); at = sched.Next(at) {
+		if at.Before(ended) || at.Before(start) {
+			continue // a window is open: skipped
+		}
+		if k++; k > MaxScheduledWindows {
+			return FaultSchedule{}, fmt.Errorf("spec.schedule: more than %d windows since %s: recreate the fault or move spec.start", MaxScheduledWindows, start.UTC().Format(time.RFC3339))
+		}
+		begun, ended = at, at.Add(d)
+	}
+	for !at.IsZero() && at.Before(ended) {
+		at = sched.Next(at) // the next window's: after this one ends
+	}
+	s.Windows = int32(k)
+	switch {
+	case k == 0 && at.IsZero():
+		return FaultSchedule{}, fmt.Errorf("spec.schedule: %q names no time after %s", *f.Spec.Schedule, start.UTC().Format(time.RFC3339))
+	case f.Spec.Suspend:
+		s.Phase = FaultSuspended
+		if k > 0 {
+			s.LastEdge = begun
+			if !now.Before(ended) {
+				s.LastEdge = ended
+			}
+		}
+	case k == 0:
+		s.Phase, s.NextEdge = FaultPending, at
+	case now.Before(ended):
+		s.Phase, s.WindowStart, s.LastEdge, s.NextEdge = FaultActive, begun, begun, ended
+	case (count < 0 || k < count) && !at.IsZero():
+		s.Phase, s.LastEdge, s.NextEdge = FaultWaiting, ended, at
 	default:
 		s.Phase, s.LastEdge = FaultCompleted, ended
 	}

@@ -48,6 +48,22 @@ func TestScheduleAt(t *testing.T) {
 			FaultSchedule{Phase: FaultSuspended, Windows: 1, LastEdge: t0}},
 		{"suspended before its start", LinkFaultSpec{State: down, Duration: "30s", Suspend: true}, -time.Second,
 			FaultSchedule{Phase: FaultSuspended}},
+		// t0 is 20:00:00 UTC.
+		{"a schedule, before its first time", LinkFaultSpec{State: down, Duration: "1m", Schedule: ptr.To("*/10 * * * *")}, -time.Second,
+			FaultSchedule{Phase: FaultPending, NextEdge: t0}},
+		{"a schedule, at a time it names", LinkFaultSpec{State: down, Duration: "1m", Schedule: ptr.To("*/10 * * * *")}, 20*time.Minute + time.Second,
+			FaultSchedule{Phase: FaultActive, Windows: 3, WindowStart: at(20 * time.Minute), LastEdge: at(20 * time.Minute), NextEdge: at(21 * time.Minute)}},
+		{"a schedule, between", LinkFaultSpec{State: down, Duration: "1m", Schedule: ptr.To("*/10 * * * *")}, 25 * time.Minute,
+			FaultSchedule{Phase: FaultWaiting, Windows: 3, LastEdge: at(21 * time.Minute), NextEdge: at(30 * time.Minute)}},
+		{"a schedule starting between its times", LinkFaultSpec{State: down, Duration: "1m", Schedule: ptr.To("@hourly"),
+			Start: &metav1.MicroTime{Time: at(-30 * time.Minute)}}, -time.Minute,
+			FaultSchedule{Phase: FaultPending, NextEdge: t0}},
+		{"a schedule's time inside an open window is skipped", LinkFaultSpec{State: down, Duration: "15m", Schedule: ptr.To("*/10 * * * *")}, 12 * time.Minute,
+			FaultSchedule{Phase: FaultActive, Windows: 1, WindowStart: t0, LastEdge: t0, NextEdge: at(15 * time.Minute)}},
+		{"the same, the next window", LinkFaultSpec{State: down, Duration: "15m", Schedule: ptr.To("*/10 * * * *")}, 16 * time.Minute,
+			FaultSchedule{Phase: FaultWaiting, Windows: 1, LastEdge: at(15 * time.Minute), NextEdge: at(20 * time.Minute)}},
+		{"a schedule after its count", LinkFaultSpec{State: down, Duration: "1m", Schedule: ptr.To("0 * * * *"), Count: ptr.To[int32](2)}, 3 * time.Hour,
+			FaultSchedule{Phase: FaultCompleted, Windows: 2, LastEdge: at(time.Hour + time.Minute)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := fault("f", tc.spec)
@@ -74,8 +90,11 @@ func TestScheduleAtNamesTheBadField(t *testing.T) {
 	for spec, want := range map[*LinkFaultSpec]string{
 		{Duration: "soon"}: "spec.duration",
 		{Duration: "0s"}:   "spec.duration",
-		{Duration: "2s", Period: ptr.To[Duration]("later")}: "spec.period",
-		{Duration: "20s", Period: ptr.To[Duration]("10s")}:  "spec.period",
+		{Duration: "2s", Period: ptr.To[Duration]("later")}:                                                          "spec.period",
+		{Duration: "20s", Period: ptr.To[Duration]("10s")}:                                                           "spec.period",
+		{Duration: "1m", Schedule: ptr.To("every day")}:                                                              "spec.schedule",
+		{Duration: "1m", Schedule: ptr.To("0 0 30 2 *")}:                                                             "spec.schedule", // February 30th
+		{Duration: "1s", Schedule: ptr.To("* * * * *"), Start: &metav1.MicroTime{Time: t0.Add(-8 * 24 * time.Hour)}}: "spec.schedule", // past MaxScheduledWindows
 	} {
 		f := fault("f", *spec)
 		if _, err := f.ScheduleAt(t0); err == nil || err.Error()[:len(want)] != want {
@@ -112,5 +131,18 @@ func TestHolding(t *testing.T) {
 	}
 	if !next.Equal(t0.Add(time.Minute)) {
 		t.Errorf("next edge %v, want the slow faults' end", next)
+	}
+}
+
+// BenchmarkScheduleAtMostWindows is the cost of one answer for a fault with
+// a schedule at MaxScheduledWindows (a minute's schedule, a week in): what
+// the controller pays per fault per pass at worst.
+func BenchmarkScheduleAtMostWindows(b *testing.B) {
+	f := fault("f", LinkFaultSpec{State: ptr.To(LinkDown), Duration: "10s", Schedule: ptr.To("* * * * *")})
+	now := t0.Add((MaxScheduledWindows - 1) * time.Minute)
+	for b.Loop() {
+		if s, err := f.ScheduleAt(now); err != nil || s.Windows != MaxScheduledWindows {
+			b.Fatalf("%+v, %v", s, err)
+		}
 	}
 }

@@ -53,7 +53,9 @@ const MaxFaultLinks = 1024
 //
 // +kubebuilder:validation:XValidation:rule="has(self.state) || has(self.netem)",message="a fault needs state, netem or both",fieldPath=".state",reason=FieldValueRequired
 // +kubebuilder:validation:XValidation:rule="!has(self.period) || duration(self.period) > duration(self.duration)",message="must be longer than duration: a window ends before the next begins",fieldPath=".period"
-// +kubebuilder:validation:XValidation:rule="!has(self.count) || self.count == 1 || has(self.period)",message="more than one window needs period",fieldPath=".count"
+// +kubebuilder:validation:XValidation:rule="!has(self.count) || self.count == 1 || has(self.period) || has(self.schedule)",message="more than one window needs period or schedule",fieldPath=".count"
+// +kubebuilder:validation:XValidation:rule="!(has(self.period) && has(self.schedule))",message="period and schedule cannot both be set: windows begin every period, or at the times schedule names",fieldPath=".schedule"
+// +kubebuilder:validation:XValidation:rule="!has(self.schedule) || !has(self.count) || self.count <= 10000",message="at most 10000 windows with a schedule",fieldPath=".count"
 type LinkFaultSpec struct {
 	// Links are the pods' interfaces the fault holds, each named by its
 	// pod and its interface in the pod, as in the pod's Topology.
@@ -88,8 +90,19 @@ type LinkFaultSpec struct {
 	// +optional
 	Period *Duration `json:"period,omitempty"`
 
-	// Count is how many windows there are in all; unset with a period,
-	// windows follow until the fault is deleted or suspended.
+	// Schedule starts a window at each time it names, in cron's format as
+	// a CronJob's schedule ("*/10 * * * *", "0 3 * * 1-5", "@hourly"), in
+	// UTC, from start on. A time that comes while a window is open is
+	// skipped. At most MaxScheduledWindows windows from start: a fault
+	// past them is refused (recreate it, or move its start).
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=100
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('TZ=') && !self.startsWith('CRON_TZ=')",message="schedules are in UTC: no TZ= or CRON_TZ="
+	Schedule *string `json:"schedule,omitempty"`
+
+	// Count is how many windows there are in all; unset with a period or a
+	// schedule, windows follow until the fault is deleted or suspended.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	Count *int32 `json:"count,omitempty"`

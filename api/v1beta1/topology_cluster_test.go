@@ -238,6 +238,9 @@ func TestClusterLinkFaultAdmission(t *testing.T) {
 		{"a count of 0", map[string]any{"count": int64(0)}, "spec.count"},
 		{"netem jitter without delay", map[string]any{"netem": map[string]any{"jitter": "5ms"}}, "jitter needs delay"},
 		{"a start that is not a time", map[string]any{"start": "tomorrow"}, "spec.start"},
+		{"a schedule beside a period", map[string]any{"schedule": "*/5 * * * *"}, "spec.schedule"},
+		{"a schedule in a time zone", map[string]any{"period": nil, "schedule": "TZ=Europe/Paris 0 3 * * *"}, "spec.schedule"},
+		{"a schedule with more than 10000 windows", map[string]any{"period": nil, "schedule": "@hourly", "count": int64(10001)}, "spec.count"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			name := "bad-" + strings.ReplaceAll(strings.ReplaceAll(tc.name, " ", "-"), "0", "zero")
@@ -258,6 +261,14 @@ func TestClusterLinkFaultAdmission(t *testing.T) {
 				t.Errorf("refusal does not name %q:\n%v", tc.field, err)
 			}
 		})
+	}
+	// A schedule in place of the period, as a CronJob's.
+	cron := decode(t, fmt.Sprintf(linkFault, "nightly"), "default")
+	spec := cron.Object["spec"].(map[string]any)
+	delete(spec, "period")
+	spec["schedule"] = "0 3 * * 1-5"
+	if err := env.Client.Create(ctx, cron); err != nil {
+		t.Errorf("create a LinkFault with a schedule and a count: %v", err)
 	}
 	kubeconfig := env.Kubeconfig(t)
 	out, err := kubectl(kubeconfig, "get", "fault")

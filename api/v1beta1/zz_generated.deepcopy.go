@@ -145,6 +145,11 @@ func (in *LinkFaultSpec) DeepCopyInto(out *LinkFaultSpec) {
 		*out = new(Duration)
 		**out = **in
 	}
+	if in.Schedule != nil {
+		in, out := &in.Schedule, &out.Schedule
+		*out = new(string)
+		**out = **in
+	}
 	if in.Count != nil {
 		in, out := &in.Count, &out.Count
 		*out = new(int32)
