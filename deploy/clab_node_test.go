@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshnet/meshnet/internal/kubectl-meshnet/meshnetctl"
 	"github.com/meshnet/meshnet/internal/meshnet-lab/kubecluster"
 	"github.com/meshnet/meshnet/internal/meshnet-lab/kubecluster/kubeclustertest"
 )
@@ -26,15 +25,7 @@ const frrLab = "../examples/frr-ospf/frr-ospf.clab.yml"
 // and putting the cable back brings the first path back.
 func containerlabFRRLab(t *testing.T, c *kubecluster.Cluster, ns string) {
 	ctx := context.Background()
-	cli := func(args ...string) {
-		t.Helper()
-		var stdout, stderr strings.Builder
-		code := meshnetctl.Main(append([]string{"--kubeconfig", c.Kubeconfig, "-n", ns}, args...), &stdout, &stderr)
-		t.Logf("$ kubectl meshnet %s\n%s%s", strings.Join(args, " "), stdout.String(), stderr.String())
-		if code != 0 {
-			t.Fatalf("kubectl meshnet %s: exit %d", strings.Join(args, " "), code)
-		}
-	}
+	cli := func(args ...string) { t.Helper(); kubectlMeshnet(t, c.Kubeconfig, ns, args...) }
 	if err := c.Namespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
@@ -59,17 +50,8 @@ func containerlabFRRLab(t *testing.T, c *kubecluster.Cluster, ns string) {
 		return err == nil, out
 	})
 	t.Logf("host1 reaches host2 %v after the apply", time.Since(start).Round(time.Second))
-	secondHop := func() string {
-		out, _ := c.Kubectl(ctx, "-n", ns, "exec", "host1", "--", "traceroute", "-n", "-q", "1", "-w", "1", "-m", "4", "192.168.12.2")
-		for _, line := range strings.Split(out, "\n") {
-			if f := strings.Fields(line); len(f) > 1 && f[0] == "2" {
-				return f[1]
-			}
-		}
-		return ""
-	}
 	eventually(t, 30*time.Second, "host1's traffic to host2 through router2's eth1 (192.168.1.2)", func() (bool, string) {
-		hop := secondHop()
+		hop := secondHop(c, ns)
 		return hop == "192.168.1.2", hop
 	})
 
@@ -82,16 +64,28 @@ func containerlabFRRLab(t *testing.T, c *kubecluster.Cluster, ns string) {
 	})
 	t.Logf("cable router1-router2 pulled: host1 reaches host2 again %v after the edit started", time.Since(pulled).Round(100*time.Millisecond))
 	eventually(t, 30*time.Second, "host1's traffic to host2 through router3 (192.168.2.3)", func() (bool, string) {
-		hop := secondHop()
+		hop := secondHop(c, ns)
 		return hop == "192.168.2.3", hop
 	})
 
 	cli("up", "router1", "eth1")
 	eventually(t, time.Minute, "host1's traffic to host2 back through router2 (192.168.1.2)", func() (bool, string) {
-		hop := secondHop()
+		hop := secondHop(c, ns)
 		return hop == "192.168.1.2", hop
 	})
 	ping(t, c, ns, "host1", "192.168.12.2")
+}
+
+// secondHop is the second hop of host1's traceroute to host2 in frrLab:
+// the router after router1 that its traffic takes.
+func secondHop(c *kubecluster.Cluster, ns string) string {
+	out, _ := c.Kubectl(context.Background(), "-n", ns, "exec", "host1", "--", "traceroute", "-n", "-q", "1", "-w", "1", "-m", "4", "192.168.12.2")
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "2" {
+			return f[1]
+		}
+	}
+	return ""
 }
 
 // eventually polls ok until it holds, failing the test with what ok last saw
@@ -150,25 +144,10 @@ func BenchmarkNodeFRRReroute(b *testing.B) {
 	if err := c.Namespace(ctx, ns); err != nil {
 		b.Fatal(err)
 	}
-	cli := func(args ...string) {
-		b.Helper()
-		var stdout, stderr strings.Builder
-		if code := meshnetctl.Main(append([]string{"--kubeconfig", c.Kubeconfig, "-n", ns}, args...), &stdout, &stderr); code != 0 {
-			b.Fatalf("kubectl meshnet %s: exit %d\n%s%s", strings.Join(args, " "), code, stdout.String(), stderr.String())
-		}
-	}
+	cli := func(args ...string) { b.Helper(); kubectlMeshnet(b, c.Kubeconfig, ns, args...) }
 	cli("clab", "apply", frrLab, "--wait")
-	secondHop := func() string {
-		out, _ := c.Kubectl(ctx, "-n", ns, "exec", "host1", "--", "traceroute", "-n", "-q", "1", "-w", "1", "-m", "4", "192.168.12.2")
-		for _, line := range strings.Split(out, "\n") {
-			if f := strings.Fields(line); len(f) > 1 && f[0] == "2" {
-				return f[1]
-			}
-		}
-		return ""
-	}
 	eventually(b, 2*time.Minute, "host1's traffic to host2 through router2", func() (bool, string) {
-		hop := secondHop()
+		hop := secondHop(c, ns)
 		return hop == "192.168.1.2", hop
 	})
 	var rerouted, silence, up time.Duration
@@ -214,13 +193,13 @@ func BenchmarkNodeFRRReroute(b *testing.B) {
 		rerouted, silence, lost = rerouted+first.Sub(pulled), silence+gap, lost+sent-replied
 		b.Logf("cable pulled: first reply over router3 %v after kubectl meshnet down started; longest silence %v; %d of %d lost",
 			first.Sub(pulled).Round(time.Millisecond), gap.Round(time.Millisecond), sent-replied, sent)
-		if hop := secondHop(); hop != "192.168.2.3" {
+		if hop := secondHop(c, ns); hop != "192.168.2.3" {
 			b.Fatalf("host1's traffic with the cable pulled goes through %q, want router3 (192.168.2.3)", hop)
 		}
 		restored := time.Now()
 		cli("up", "router1", "eth1")
 		eventually(b, time.Minute, "host1's traffic to host2 through router2 again", func() (bool, string) {
-			hop := secondHop()
+			hop := secondHop(c, ns)
 			return hop == "192.168.1.2", hop
 		})
 		up += time.Since(restored)

@@ -388,15 +388,15 @@ func captureThroughAPIServer(t *testing.T, c *kubecluster.Cluster, ns, editor, v
 		// The listing first: every link of both pods as the kernel has it.
 		waitPrinted("r1's and r2's eth1", regexp.MustCompile(`(?s)r[12] +eth1 +wired: vxlan, up, carrier yes.*r[12] +eth1 +wired: vxlan, up, carrier yes`))
 		for _, state := range []string{"down", "up"} {
-			var stdout, stderr strings.Builder
-			if code := meshnetctl.Main([]string{"--kubeconfig", editor, "-n", ns, state, "r1", "eth1"}, &stdout, &stderr); code != 0 {
-				t.Fatalf("kubectl meshnet %s r1 eth1 as an editor: exit %d\n%s%s", state, code, stdout.String(), stderr.String())
-			}
+			kubectlMeshnet(t, editor, ns, state, "r1", "eth1")
 		}
 		// Both ends, each from its own node, down and up again.
 		for _, pod := range []string{"r1", "r2"} {
 			waitPrinted(pod+" going down and up", regexp.MustCompile(`(?s)`+pod+` +eth1 +state up -> down.*`+pod+` +eth1 +state down -> up`))
 		}
+		// A fault's window: its edges beside the kernel's changes.
+		kubectlMeshnet(t, editor, ns, "down", "r1", "eth1", "--for", "3s")
+		waitPrinted("the fault's window", regexp.MustCompile(`(?s)r1 +eth1 +held by LinkFault r1-eth1-\S+ \(window 1, until [0-9:]+\).*r1 +eth1 +let go by LinkFault r1-eth1-\S+ \(window 1 ended; completed\)`))
 		t.Logf("$ kubectl meshnet watch -n %s (as a viewer)\n%s", ns, printed())
 	})
 	t.Run("ViewerIsRefused", func(t *testing.T) {
@@ -719,6 +719,20 @@ func kubectl(t testing.TB, c *kubecluster.Cluster, args ...string) string {
 }
 
 // applyManifest applies a manifest in namespace ns, creating ns.
+// kubectlMeshnet runs kubectl meshnet as the user of kubeconfig in ns,
+// logs the command and what it printed, and fails the test when it exits
+// non-zero; it returns what it printed on stdout.
+func kubectlMeshnet(t testing.TB, kubeconfig, ns string, args ...string) string {
+	t.Helper()
+	var stdout, stderr strings.Builder
+	code := meshnetctl.Main(append([]string{"--kubeconfig", kubeconfig, "-n", ns}, args...), &stdout, &stderr)
+	t.Logf("$ kubectl meshnet %s\n%s%s", strings.Join(args, " "), stdout.String(), stderr.String())
+	if code != 0 {
+		t.Fatalf("kubectl meshnet %s: exit %d", strings.Join(args, " "), code)
+	}
+	return stdout.String()
+}
+
 func applyManifest(t testing.TB, c *kubecluster.Cluster, ns, manifest string) {
 	t.Helper()
 	if err := c.Namespace(context.Background(), ns); err != nil {
@@ -943,6 +957,8 @@ func TestNodeLinksThroughPodLifecycle(t *testing.T) {
 			t.Errorf("eth1 was re-wired by the rollout: ifindexes %s before, %s after", before, after)
 		}
 	})
+
+	t.Run("FaultsUnderPing", func(t *testing.T) { faultsUnderPing(t, c, ns) })
 
 	t.Run("KubeletContainerdAndKubeProxyKilled", func(t *testing.T) {
 		// SIGKILL, as a crash or the OOM killer does: the node brings them

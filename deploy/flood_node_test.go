@@ -143,10 +143,7 @@ func floodNode(t testing.TB, c *kubecluster.Cluster, ns, editor string, d time.D
 	}
 	wg.Wait()
 	if len(f.changes)%2 == 1 { // the link as it was
-		var stdout, stderr strings.Builder
-		if code := meshnetctl.Main([]string{"--kubeconfig", editor, "-n", ns, "up", "r1", "eth1"}, &stdout, &stderr); code != 0 {
-			t.Fatalf("kubectl meshnet up r1 eth1 after the flood: exit %d %s", code, stderr.String())
-		}
+		kubectlMeshnet(t, editor, ns, "up", "r1", "eth1")
 	}
 	if got := meshnetdOn(t, c, node.Name); got.uid != daemon.uid || got.restarts != daemon.restarts {
 		t.Fatalf("%s's meshnetd restarted during the flood: pod %s, %d restarts; before %s, %d", node.Name, got.uid, got.restarts, daemon.uid, daemon.restarts)
