@@ -94,6 +94,9 @@ type Reconciler struct {
 	// sent is, per Topology, the fields its last ApplyPod sent by link
 	// uid (desiredState's sent).
 	sent sync.Map
+	// ahead holds, per Topology, how to call off its ApplyPod sent ahead
+	// of a LinkFault's edge while it waits for its moment (callOff).
+	ahead sync.Map
 	// Workers is how many Topologies are reconciled at once (one Topology
 	// is never reconciled twice at once). A pass mostly waits, on ApplyPod
 	// and on the status write, so a batch of edits over many pods converges
@@ -139,7 +142,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 			return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
 		})).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.topologiesOnSliceNodes), builder.WithPredicates(daemonSlices)).
-		Watches(&v1beta1.LinkFault{}, handler.EnqueueRequestsFromMapFunc(r.topologiesOfFault)).
+		Watches(&v1beta1.LinkFault{}, r.faultEvents()).
 		Complete(r); err != nil {
 		return err
 	}
@@ -260,8 +263,20 @@ func (r *Reconciler) apply(ctx context.Context, topo *v1beta1.Topology, pod *cor
 	}
 	callCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if d.request.GetApplyAt() != nil {
+		c := &aheadCall{}
+		callCtx, c.off = context.WithCancelCause(callCtx)
+		r.ahead.Store(key, c)
+		defer r.ahead.CompareAndDelete(key, c)
+	}
 	r.sent.Store(key, d.managed)
 	resp, err := meshnetv1.NewLinkServiceClient(conn).ApplyPod(callCtx, d.request)
+	if errors.Is(context.Cause(callCtx), errCalledOff) {
+		// Computed from a fault that changed or went: the pass this
+		// queues applies what holds now instead.
+		logger.V(1).Info("edge sent ahead called off", "apply_at", d.request.GetApplyAt().AsTime())
+		return reconcile.Result{RequeueAfter: time.Millisecond}, nil
+	}
 	r.refreshPeers(topo, peers, farEndsSet(resp, err))
 	switch status.Code(err) {
 	case codes.OK:
@@ -299,6 +314,22 @@ func (r *Reconciler) apply(ctx context.Context, topo *v1beta1.Topology, pod *cor
 	logger.V(1).Info("applied", "links", len(d.request.Links), "generation", topo.Generation)
 	return requeueAfter(r.Resync, r.writeStatus(ctx, topo, st))
 }
+
+// errCalledOff ends an ApplyPod sent ahead whose faults changed.
+var errCalledOff = errors.New("the LinkFaults it was computed from changed")
+
+// callOff ends topo's ApplyPod sent ahead, if one waits for its moment:
+// meshnetd stops before it changes anything, so that a fault deleted or
+// changed just before its edge does not make that edge all the same.
+func (r *Reconciler) callOff(topo types.NamespacedName) {
+	if c, ok := r.ahead.Load(topo); ok {
+		c.(*aheadCall).off(errCalledOff)
+	}
+}
+
+// aheadCall is an ApplyPod sent ahead, to call off (a pointer: r.ahead
+// compares it).
+type aheadCall struct{ off context.CancelCauseFunc }
 
 // FaultLead is how far ahead of a LinkFault's edge the controller sends
 // the change to the meshnetds (ApplyPodRequest.apply_at), which make it

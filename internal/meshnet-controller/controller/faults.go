@@ -13,8 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -68,6 +71,32 @@ func (r *Reconciler) topologiesOfFault(ctx context.Context, o client.Object) []r
 		}
 	}
 	return reqs
+}
+
+// faultEvents wakes the Topologies at both ends of a fault's links when it
+// changes, as it was and as it is, and calls off their edges sent ahead
+// when its spec changed or it is gone (its status writes, at each edge,
+// change nothing of what it holds).
+func (r *Reconciler) faultEvents() handler.EventHandler {
+	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+	wake := func(ctx context.Context, q queue, o client.Object, changed bool) {
+		for _, req := range r.topologiesOfFault(ctx, o) {
+			if changed {
+				r.callOff(req.NamespacedName)
+			}
+			q.Add(req)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) { wake(ctx, q, e.Object, true) },
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
+			changed := e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration()
+			wake(ctx, q, e.ObjectOld, changed)
+			wake(ctx, q, e.ObjectNew, changed)
+		},
+		DeleteFunc:  func(ctx context.Context, e event.DeleteEvent, q queue) { wake(ctx, q, e.Object, true) },
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q queue) { wake(ctx, q, e.Object, false) },
+	}
 }
 
 // faultStatus writes LinkFaults' statuses (their one writer) from their

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/meshnet-controller/controller"
 	"github.com/meshnet/meshnet/internal/meshnetd/links"
 )
 
@@ -118,7 +119,7 @@ func TestKernelLinkFaults(t *testing.T) {
 		// never comes up in between.
 		stopProbe := make(chan struct{})
 		probed := make(chan []time.Duration)
-		go func() { probed <- upsUntil(p.r3.Netns, "eth1", start, stopProbe) }()
+		go func() { probed <- changesUntil(p.r3.Netns, "eth1", true, start, stopProbe) }()
 		p.b.Kill()
 		setDaemonReady(t, p.lab, p.b, false)
 		time.Sleep(time.Second)
@@ -141,6 +142,27 @@ func TestKernelLinkFaults(t *testing.T) {
 		}
 	})
 
+	t.Run("deleted just before its window", func(t *testing.T) {
+		// Its first edge is with the meshnetds, sent ahead; the deletion
+		// calls it off: the cable is never pulled.
+		start := time.Now().Add(time.Second)
+		f, _ := newFault(t, p.lab, "late", v1beta1.LinkFaultSpec{Start: &metav1.MicroTime{Time: start},
+			Links: []v1beta1.FaultLink{{Pod: "r1", Interface: "eth2"}}, State: down, Duration: "2s"})
+		stop := make(chan struct{})
+		r1, r3 := make(chan []time.Duration), make(chan []time.Duration)
+		go func() { r1 <- changesUntil(p.r1.Netns, "eth2", false, start, stop) }()
+		go func() { r3 <- changesUntil(p.r3.Netns, "eth1", false, start, stop) }()
+		time.Sleep(time.Until(start.Add(-controller.FaultLead / 2)))
+		if err := p.lab.Client.Delete(context.Background(), f); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(start.Add(time.Second)))
+		close(stop)
+		if d1, d3 := <-r1, <-r3; len(d1)+len(d3) > 0 {
+			t.Errorf("deleted %v before its window: r1:eth2 went down at %v, r3:eth1 at %v after the window's start; want never", controller.FaultLead/2, d1, d3)
+		}
+	})
+
 	t.Run("deleted in its window", func(t *testing.T) {
 		f, _ := newFault(t, p.lab, "long", v1beta1.LinkFaultSpec{
 			Links: []v1beta1.FaultLink{{Pod: "r2", Interface: "eth1"}}, State: down, Duration: "10m"})
@@ -159,17 +181,17 @@ func TestKernelLinkFaults(t *testing.T) {
 	})
 }
 
-// upsUntil reads intf's admin state in the netns every 5 ms until stop and
-// returns when, after start, it was seen to come up.
-func upsUntil(nsPath, intf string, start time.Time, stop <-chan struct{}) []time.Duration {
-	var ups []time.Duration
-	was := false
+// changesUntil reads intf's admin state in the netns every 5 ms until stop
+// and returns when, after start, it was seen to become up (or down).
+func changesUntil(nsPath, intf string, up bool, start time.Time, stop <-chan struct{}) []time.Duration {
+	var seen []time.Duration
+	was := !up
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
 		case <-stop:
-			return ups
+			return seen
 		case <-tick.C:
 		}
 		n, err := links.OpenNetns(nsPath)
@@ -178,9 +200,12 @@ func upsUntil(nsPath, intf string, start time.Time, stop <-chan struct{}) []time
 		}
 		s, err := links.ReadLink(n, intf)
 		n.Close()
-		if err == nil && s.AdminUp && !was {
-			ups = append(ups, time.Since(start).Round(time.Millisecond))
+		if err != nil {
+			continue
 		}
-		was = err == nil && s.AdminUp
+		if s.AdminUp == up && was != up {
+			seen = append(seen, time.Since(start).Round(time.Millisecond))
+		}
+		was = s.AdminUp
 	}
 }
