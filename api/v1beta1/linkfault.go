@@ -3,9 +3,12 @@ package v1beta1
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/robfig/cron/v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // FaultSchedule is where a LinkFault's schedule is at a moment: the one
@@ -103,6 +106,47 @@ func (f *LinkFault) ScheduleAt(now time.Time) (FaultSchedule, error) {
 		s.Phase, s.LastEdge = FaultCompleted, ended
 	}
 	return s, nil
+}
+
+// LinksOf is what f holds of topo when in a window: its spec.links on
+// topo's pod that topo lists; or, when its selector matches topo's
+// labels, the links of topo that spec.interfaces names (all of them when
+// it names none). missing is what f names of topo that topo lacks. An error names
+// spec.selector when it does not parse.
+func (f *LinkFault) LinksOf(topo *Topology) (links []FaultLink, missing []FaultLink, err error) {
+	lists := func(intf string) bool {
+		return slices.ContainsFunc(topo.Spec.Links, func(l Link) bool { return l.LocalIntf == intf })
+	}
+	if f.Spec.Selector == nil {
+		for _, l := range f.Spec.Links {
+			switch {
+			case l.Pod != topo.Name:
+			case lists(l.Interface):
+				links = append(links, l)
+			default:
+				missing = append(missing, l)
+			}
+		}
+		return links, missing, nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(f.Spec.Selector)
+	if err != nil {
+		return nil, nil, fmt.Errorf("spec.selector: %w", err)
+	}
+	if !sel.Matches(labels.Set(topo.Labels)) {
+		return nil, nil, nil
+	}
+	for _, l := range topo.Spec.Links {
+		if len(f.Spec.Interfaces) == 0 || slices.Contains(f.Spec.Interfaces, l.LocalIntf) {
+			links = append(links, FaultLink{Pod: topo.Name, Interface: l.LocalIntf})
+		}
+	}
+	for _, intf := range f.Spec.Interfaces {
+		if !lists(intf) {
+			missing = append(missing, FaultLink{Pod: topo.Name, Interface: intf})
+		}
+	}
+	return links, missing, nil
 }
 
 // MaxScheduledWindows bounds the windows of a fault with a schedule, from

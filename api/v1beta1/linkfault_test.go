@@ -2,6 +2,7 @@ package v1beta1
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,5 +145,36 @@ func BenchmarkScheduleAtMostWindows(b *testing.B) {
 		if s, err := f.ScheduleAt(now); err != nil || s.Windows != MaxScheduledWindows {
 			b.Fatalf("%+v, %v", s, err)
 		}
+	}
+}
+
+func TestLinksOf(t *testing.T) {
+	topo := &Topology{}
+	topo.Name, topo.Labels = "spine1", map[string]string{"role": "spine"}
+	topo.Spec.Links = []Link{{UID: 1, LocalIntf: "eth1"}, {UID: 2, LocalIntf: "eth2"}, {UID: 3, LocalIntf: "eth3"}}
+	l := func(intf string) FaultLink { return FaultLink{Pod: "spine1", Interface: intf} }
+	for _, tc := range []struct {
+		name          string
+		spec          LinkFaultSpec
+		links, missed []FaultLink
+	}{
+		{"links on the pod", LinkFaultSpec{Links: []FaultLink{l("eth2"), l("eth9"), {Pod: "leaf1", Interface: "eth1"}}},
+			[]FaultLink{l("eth2")}, []FaultLink{l("eth9")}},
+		{"a selector and interfaces", LinkFaultSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "spine"}}, Interfaces: []string{"eth3", "eth9"}},
+			[]FaultLink{l("eth3")}, []FaultLink{l("eth9")}},
+		{"a selector alone: every link", LinkFaultSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "spine"}}},
+			[]FaultLink{l("eth1"), l("eth2"), l("eth3")}, nil},
+		{"a selector that does not match", LinkFaultSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "leaf"}}},
+			nil, nil},
+	} {
+		f := LinkFault{Spec: tc.spec}
+		links, missed, err := f.LinksOf(topo)
+		if err != nil || !slices.Equal(links, tc.links) || !slices.Equal(missed, tc.missed) {
+			t.Errorf("%s: %v, missing %v, %v; want %v, missing %v", tc.name, links, missed, err, tc.links, tc.missed)
+		}
+	}
+	f := LinkFault{Spec: LinkFaultSpec{Selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "role", Operator: "Near"}}}}}
+	if _, _, err := f.LinksOf(topo); err == nil || !strings.HasPrefix(err.Error(), "spec.selector") {
+		t.Errorf("a selector that does not parse: %v, want an error naming spec.selector", err)
 	}
 }

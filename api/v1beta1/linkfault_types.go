@@ -52,17 +52,38 @@ const MaxFaultLinks = 1024
 // LinkFaultSpec says which links, what happens to them and when.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.state) || has(self.netem)",message="a fault needs state, netem or both",fieldPath=".state",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="has(self.links) != has(self.selector)",message="a fault names its links or selects Topologies by label: set one of links and selector",fieldPath=".links"
+// +kubebuilder:validation:XValidation:rule="!has(self.interfaces) || has(self.selector)",message="interfaces go with a selector",fieldPath=".interfaces"
 // +kubebuilder:validation:XValidation:rule="!has(self.period) || duration(self.period) > duration(self.duration)",message="must be longer than duration: a window ends before the next begins",fieldPath=".period"
 // +kubebuilder:validation:XValidation:rule="!has(self.count) || self.count == 1 || has(self.period) || has(self.schedule)",message="more than one window needs period or schedule",fieldPath=".count"
 // +kubebuilder:validation:XValidation:rule="!(has(self.period) && has(self.schedule))",message="period and schedule cannot both be set: windows begin every period, or at the times schedule names",fieldPath=".schedule"
 // +kubebuilder:validation:XValidation:rule="!has(self.schedule) || !has(self.count) || self.count <= 10000",message="at most 10000 windows with a schedule",fieldPath=".count"
 type LinkFaultSpec struct {
 	// Links are the pods' interfaces the fault holds, each named by its
-	// pod and its interface in the pod, as in the pod's Topology.
+	// pod and its interface in the pod, as in the pod's Topology. A fault
+	// has links or a selector.
+	// +optional
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=1024
 	// +listType=atomic
-	Links []FaultLink `json:"links"`
+	Links []FaultLink `json:"links,omitempty"`
+
+	// Selector picks Topologies of the fault's namespace by their labels;
+	// the fault holds the links of each that Interfaces names, or all of
+	// them when Interfaces is empty (every cable of a router, as a power
+	// loss takes them). A Topology labelled later is held from then on.
+	// +optional
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+
+	// Interfaces names, with a selector, the interfaces of each selected
+	// Topology the fault holds (local_intf in the Topology).
+	// +optional
+	// +kubebuilder:validation:MaxItems=1024
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=15
+	// +kubebuilder:validation:items:Pattern=`^[^/\s]+$`
+	// +listType=set
+	Interfaces []string `json:"interfaces,omitempty"`
 
 	// State down pulls the cables of the links for each window: both ends
 	// lose carrier.

@@ -238,6 +238,9 @@ func TestClusterLinkFaultAdmission(t *testing.T) {
 		{"a count of 0", map[string]any{"count": int64(0)}, "spec.count"},
 		{"netem jitter without delay", map[string]any{"netem": map[string]any{"jitter": "5ms"}}, "jitter needs delay"},
 		{"a start that is not a time", map[string]any{"start": "tomorrow"}, "spec.start"},
+		{"links and a selector", map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"role": "spine"}}}, "spec.links"},
+		{"neither links nor a selector", map[string]any{"links": nil}, "spec.links"},
+		{"interfaces without a selector", map[string]any{"interfaces": []any{"eth1"}}, "spec.interfaces"},
 		{"a schedule beside a period", map[string]any{"schedule": "*/5 * * * *"}, "spec.schedule"},
 		{"a schedule in a time zone", map[string]any{"period": nil, "schedule": "TZ=Europe/Paris 0 3 * * *"}, "spec.schedule"},
 		{"a schedule with more than 10000 windows", map[string]any{"period": nil, "schedule": "@hourly", "count": int64(10001)}, "spec.count"},
@@ -269,6 +272,15 @@ func TestClusterLinkFaultAdmission(t *testing.T) {
 	spec["schedule"] = "0 3 * * 1-5"
 	if err := env.Client.Create(ctx, cron); err != nil {
 		t.Errorf("create a LinkFault with a schedule and a count: %v", err)
+	}
+	// Topologies by label: every link of the spines, or their eth1.
+	spines := decode(t, fmt.Sprintf(linkFault, "spines"), "default")
+	spec = spines.Object["spec"].(map[string]any)
+	delete(spec, "links")
+	spec["selector"] = map[string]any{"matchLabels": map[string]any{"role": "spine"}}
+	spec["interfaces"] = []any{"eth1"}
+	if err := env.Client.Create(ctx, spines); err != nil {
+		t.Errorf("create a LinkFault with a selector and interfaces: %v", err)
 	}
 	kubeconfig := env.Kubeconfig(t)
 	out, err := kubectl(kubeconfig, "get", "fault")

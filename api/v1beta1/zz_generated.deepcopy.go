@@ -126,6 +126,16 @@ func (in *LinkFaultSpec) DeepCopyInto(out *LinkFaultSpec) {
 		*out = make([]FaultLink, len(*in))
 		copy(*out, *in)
 	}
+	if in.Selector != nil {
+		in, out := &in.Selector, &out.Selector
+		*out = new(v1.LabelSelector)
+		(*in).DeepCopyInto(*out)
+	}
+	if in.Interfaces != nil {
+		in, out := &in.Interfaces, &out.Interfaces
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.State != nil {
 		in, out := &in.State, &out.State
 		*out = new(LinkState)

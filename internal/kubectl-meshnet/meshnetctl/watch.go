@@ -467,6 +467,9 @@ func printFault(w io.Writer, f *v1beta1.LinkFault, known map[string]v1beta1.Link
 	for _, l := range f.Spec.Links {
 		printLine(w, l.Pod, l.Interface, what)
 	}
+	if f.Spec.Selector != nil { // the status counts what it selects
+		printLine(w, "-", strings.Join(f.Spec.Interfaces, ","), fmt.Sprintf("Topologies %s: %s", metav1.FormatLabelSelector(f.Spec.Selector), what))
+	}
 }
 
 func untilEdge(t *metav1.MicroTime) string {

@@ -133,9 +133,13 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		}).
 		// Status writes (the controller's own, meshnetd's at CNI ADD) do
 		// not change what to apply: reconciling on them would send every
-		// edit to the daemon twice.
-		For(&v1beta1.Topology{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// edit to the daemon twice. Labels do: a LinkFault's selector may
+		// pick the Topology now, or no longer.
+		For(&v1beta1.Topology{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		Watches(&v1beta1.Topology{}, r.peersOfChangedStates(), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A relabelled Topology's links may be held by a LinkFault's
+		// selector now, or no longer: at both ends.
+		Watches(&v1beta1.Topology{}, handler.EnqueueRequestsFromMapFunc(peersOf), builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.stale, &handler.EnqueueRequestForObject{})).
 		WatchesRawSource(source.Channel(changed, &handler.EnqueueRequestForObject{})).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
@@ -205,7 +209,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	faults, err := r.faultsOn(ctx, topo)
+	faults, err := r.faultsOn(ctx, topo, peers)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -410,6 +414,20 @@ func (r *Reconciler) peerTopologies(ctx context.Context, topo *v1beta1.Topology)
 		peers[l.PeerPod] = peer
 	}
 	return peers, nil
+}
+
+// peersOf maps a Topology to the Topologies of its links' peer pods.
+func peersOf(_ context.Context, o client.Object) []reconcile.Request {
+	t := o.(*v1beta1.Topology)
+	seen := map[string]bool{}
+	var reqs []reconcile.Request
+	for _, l := range t.Spec.Links {
+		if l.HasPodPeer() && !seen[l.PeerPod] {
+			seen[l.PeerPod] = true
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: t.Namespace, Name: l.PeerPod}})
+		}
+	}
+	return reqs
 }
 
 // peersOfChangedStates enqueues, for a Topology event, the peers at the

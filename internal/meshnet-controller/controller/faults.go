@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -25,9 +27,12 @@ import (
 	"github.com/meshnet/meshnet/internal/netemconv"
 )
 
-// faultsOn lists the LinkFaults of topo's namespace that name topo's pod
-// or one of its peers: those that may hold one of its links at either end.
-func (r *Reconciler) faultsOn(ctx context.Context, topo *v1beta1.Topology) ([]v1beta1.LinkFault, error) {
+// faultsOn lists the LinkFaults of topo's namespace that may hold one of
+// its links at either end: those that name topo's pod or one of its peers,
+// and those whose selector matches topo or one of its peers' Topologies
+// (peers, as peerTopologies reads them), each with spec.links set to what
+// it holds of them.
+func (r *Reconciler) faultsOn(ctx context.Context, topo *v1beta1.Topology, peers map[string]*v1beta1.Topology) ([]v1beta1.LinkFault, error) {
 	var list v1beta1.LinkFaultList
 	if err := r.Client.List(ctx, &list, client.InNamespace(topo.Namespace)); err != nil {
 		return nil, fmt.Errorf("list linkfaults in %s: %w", topo.Namespace, err)
@@ -41,13 +46,35 @@ func (r *Reconciler) faultsOn(ctx context.Context, topo *v1beta1.Topology) ([]v1
 			pods[l.PeerPod] = true
 		}
 	}
-	return slices.DeleteFunc(list.Items, func(f v1beta1.LinkFault) bool {
-		return !slices.ContainsFunc(f.Spec.Links, func(l v1beta1.FaultLink) bool { return pods[l.Pod] })
-	}), nil
+	var out []v1beta1.LinkFault
+	for _, f := range list.Items {
+		if f.Spec.Selector == nil {
+			if slices.ContainsFunc(f.Spec.Links, func(l v1beta1.FaultLink) bool { return pods[l.Pod] }) {
+				out = append(out, f)
+			}
+			continue
+		}
+		var held []v1beta1.FaultLink
+		for _, t := range append([]*v1beta1.Topology{topo}, slices.Collect(maps.Values(peers))...) {
+			if t == nil {
+				continue
+			}
+			links, _, err := f.LinksOf(t)
+			if err != nil {
+				break // its status says so
+			}
+			held = append(held, links...)
+		}
+		if len(held) > 0 {
+			f.Spec.Links, f.Spec.Selector, f.Spec.Interfaces = held, nil, nil
+			out = append(out, f)
+		}
+	}
+	return out, nil
 }
 
-// topologiesOfFault maps a LinkFault to the Topologies whose links it
-// holds at either end: its pods', and the peers of its links.
+// topologiesOfFault maps a LinkFault to the Topologies at both ends of the
+// links it names or selects.
 func (r *Reconciler) topologiesOfFault(ctx context.Context, o client.Object) []reconcile.Request {
 	f := o.(*v1beta1.LinkFault)
 	seen := map[string]bool{}
@@ -58,19 +85,62 @@ func (r *Reconciler) topologiesOfFault(ctx context.Context, o client.Object) []r
 			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: f.Namespace, Name: pod}})
 		}
 	}
-	for _, fl := range f.Spec.Links {
-		add(fl.Pod)
-		var topo v1beta1.Topology
-		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: fl.Pod}, &topo); err != nil {
-			continue // no Topology: nothing of it to hold
-		}
-		for _, l := range topo.Spec.Links {
-			if l.LocalIntf == fl.Interface && l.HasPodPeer() {
-				add(l.PeerPod)
+	topos, err := faultTopologies(ctx, r.Client, f)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "list the Topologies of a LinkFault", "linkfault", f.Name)
+	}
+	for _, topo := range topos {
+		add(topo.Name)
+		links, _, _ := f.LinksOf(topo)
+		for _, fl := range links {
+			for _, l := range topo.Spec.Links {
+				if l.LocalIntf == fl.Interface && l.HasPodPeer() {
+					add(l.PeerPod)
+				}
 			}
 		}
 	}
+	for _, fl := range f.Spec.Links {
+		add(fl.Pod) // also without a Topology yet
+	}
 	return reqs
+}
+
+// faultTopologies reads the Topologies f names in spec.links, or those its
+// selector matches.
+func faultTopologies(ctx context.Context, c client.Reader, f *v1beta1.LinkFault) ([]*v1beta1.Topology, error) {
+	if f.Spec.Selector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(f.Spec.Selector)
+		if err != nil {
+			return nil, fmt.Errorf("spec.selector: %w", err)
+		}
+		var list v1beta1.TopologyList
+		if err := c.List(ctx, &list, client.InNamespace(f.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+			return nil, err
+		}
+		out := make([]*v1beta1.Topology, len(list.Items))
+		for i := range list.Items {
+			out[i] = &list.Items[i]
+		}
+		return out, nil
+	}
+	var out []*v1beta1.Topology
+	seen := map[string]bool{}
+	for _, l := range f.Spec.Links {
+		if seen[l.Pod] {
+			continue
+		}
+		seen[l.Pod] = true
+		t := &v1beta1.Topology{}
+		switch err := c.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: l.Pod}, t); {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, err
+		default:
+			out = append(out, t)
+		}
+	}
+	return out, nil
 }
 
 // faultEvents wakes the Topologies at both ends of a fault's links when it
@@ -161,6 +231,9 @@ func (m *faultMetrics) Collect(ch chan<- prometheus.Metric) {
 		faults[key{f.Namespace, phase}]++
 		if s.Holds() {
 			held[f.Namespace] += len(f.Spec.Links)
+			if f.Spec.Selector != nil {
+				held[f.Namespace] += int(f.Status.HeldLinks) // the status counts what it selects
+			}
 		} else if _, ok := held[f.Namespace]; !ok {
 			held[f.Namespace] = 0
 		}
@@ -207,27 +280,30 @@ func (s *faultStatus) Reconcile(ctx context.Context, req reconcile.Request) (rec
 	if !sched.NextEdge.IsZero() {
 		st.NextEdge = &metav1.MicroTime{Time: sched.NextEdge}
 	}
+	selected, err := faultTopologies(ctx, s.client, &f)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	topos := map[string]*v1beta1.Topology{}
-	for _, l := range f.Spec.Links {
-		t, ok := topos[l.Pod]
-		if !ok {
-			t = &v1beta1.Topology{}
-			if err := s.client.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: l.Pod}, t); err != nil {
-				if !apierrors.IsNotFound(err) {
-					return reconcile.Result{}, err
-				}
-				t = nil
-			}
-			topos[l.Pod] = t
-		}
-		switch {
-		case t == nil || !slices.ContainsFunc(t.Spec.Links, func(tl v1beta1.Link) bool { return tl.LocalIntf == l.Interface }):
+	var links int
+	for _, t := range selected {
+		topos[t.Name] = t
+		held, missing, _ := f.LinksOf(t)
+		for _, l := range missing {
 			st.Missing = append(st.Missing, l.String())
-		case sched.Holds():
-			st.HeldLinks++
+		}
+		links += len(held) + len(missing)
+		if sched.Holds() {
+			st.HeldLinks += int32(len(held))
 		}
 	}
-	msg := fmt.Sprintf("%s: %d of %d links held", sched.Phase, st.HeldLinks, len(f.Spec.Links))
+	for _, l := range f.Spec.Links {
+		if topos[l.Pod] == nil {
+			st.Missing = append(st.Missing, l.String())
+			links++
+		}
+	}
+	msg := fmt.Sprintf("%s: %d of %d links held", sched.Phase, st.HeldLinks, links)
 	if len(st.Missing) > 0 {
 		msg += fmt.Sprintf("; no Topology lists %s", firstOf(st.Missing, "links"))
 	}

@@ -142,6 +142,36 @@ func TestKernelLinkFaults(t *testing.T) {
 		}
 	})
 
+	t.Run("Topologies selected by label", func(t *testing.T) {
+		// r3 labelled after the fault exists: held from then on, at both
+		// ends of its eth1 (the VXLAN to r1:eth2).
+		_, start := newFault(t, p.lab, "edge-cut", v1beta1.LinkFaultSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "edge"}}, Interfaces: []string{"eth1"},
+			State: down, Duration: "4s"})
+		time.Sleep(300 * time.Millisecond)
+		if !readState(t, p.r3.Netns, "eth1").AdminUp {
+			t.Fatal("r3:eth1 down before any Topology has the label")
+		}
+		mustEdit(t, p.lab, "r3", func(topo *v1beta1.Topology) { topo.Labels = map[string]string{"role": "edge"} })
+		labelled := time.Since(start)
+		waitKernel(t, p.r3.Netns, "eth1", 5*time.Second, cut)
+		waitKernel(t, p.r1.Netns, "eth2", 5*time.Second, func(s links.Reading) bool { return !s.Carrier })
+		t.Logf("r3 labelled %v into the window: both ends of its eth1 down %v after", labelled.Round(time.Millisecond), (time.Since(start) - labelled).Round(time.Millisecond))
+		waitStatus(t, p.lab, "r3", 5*time.Second, func(topo *v1beta1.Topology) bool {
+			l := linkStatus(topo, "eth1")
+			return l != nil && slices.Equal(l.Faults, []string{"edge-cut"})
+		})
+		if s := readState(t, p.r2.Netns, "eth1"); !s.AdminUp || !s.Carrier {
+			t.Errorf("r2:eth1, not selected, is %+v; want up", s)
+		}
+		waitKernel(t, p.r3.Netns, "eth1", 6*time.Second, up)
+		waitKernel(t, p.r1.Netns, "eth2", 5*time.Second, up)
+		if back := time.Since(start); back < 4*time.Second {
+			t.Errorf("r3:eth1 back %v after the window began, before its 4s", back)
+		}
+		mustEdit(t, p.lab, "r3", func(topo *v1beta1.Topology) { topo.Labels = nil })
+	})
+
 	t.Run("deleted just before its window", func(t *testing.T) {
 		// Its first edge is with the meshnetds, sent ahead; the deletion
 		// calls it off: the cable is never pulled.
