@@ -129,9 +129,9 @@ func (f *LinkFault) LinksOf(topo *Topology) (links []FaultLink, missing []FaultL
 		}
 		return links, missing, nil
 	}
-	sel, err := metav1.LabelSelectorAsSelector(f.Spec.Selector)
+	sel, err := f.TopologySelector()
 	if err != nil {
-		return nil, nil, fmt.Errorf("spec.selector: %w", err)
+		return nil, nil, err
 	}
 	if !sel.Matches(labels.Set(topo.Labels)) {
 		return nil, nil, nil
@@ -147,6 +147,20 @@ func (f *LinkFault) LinksOf(topo *Topology) (links []FaultLink, missing []FaultL
 		}
 	}
 	return links, missing, nil
+}
+
+// TopologySelector is spec.selector as the API's list calls and LinksOf
+// read it; nil without one. An error names spec.selector: the CRD's schema
+// does not check an expression's operator.
+func (f *LinkFault) TopologySelector() (labels.Selector, error) {
+	if f.Spec.Selector == nil {
+		return nil, nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(f.Spec.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("spec.selector: %w", err)
+	}
+	return sel, nil
 }
 
 // MaxScheduledWindows bounds the windows of a fault with a schedule, from

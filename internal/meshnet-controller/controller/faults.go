@@ -61,7 +61,7 @@ func (r *Reconciler) faultsOn(ctx context.Context, topo *v1beta1.Topology, peers
 			}
 			links, _, err := f.LinksOf(t)
 			if err != nil {
-				break // its status says so
+				break // a bad selector holds nothing; its status says why
 			}
 			held = append(held, links...)
 		}
@@ -110,9 +110,9 @@ func (r *Reconciler) topologiesOfFault(ctx context.Context, o client.Object) []r
 // selector matches.
 func faultTopologies(ctx context.Context, c client.Reader, f *v1beta1.LinkFault) ([]*v1beta1.Topology, error) {
 	if f.Spec.Selector != nil {
-		sel, err := metav1.LabelSelectorAsSelector(f.Spec.Selector)
+		sel, err := f.TopologySelector()
 		if err != nil {
-			return nil, fmt.Errorf("spec.selector: %w", err)
+			return nil, err
 		}
 		var list v1beta1.TopologyList
 		if err := c.List(ctx, &list, client.InNamespace(f.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
@@ -257,6 +257,9 @@ func (s *faultStatus) Reconcile(ctx context.Context, req reconcile.Request) (rec
 	st := v1beta1.LinkFaultStatus{
 		ObservedGeneration: f.Generation,
 		Conditions:         slices.Clone(f.Status.Conditions),
+	}
+	if err == nil {
+		_, err = f.TopologySelector() // a bad one is the spec's error, not a retry's
 	}
 	if err == nil && f.Spec.Netem != nil {
 		if _, nerr := netemconv.FromTopology(f.Spec.Netem); nerr != nil {
