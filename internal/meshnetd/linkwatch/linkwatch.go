@@ -92,6 +92,9 @@ type pod struct {
 	// queued read with nothing after that (the notifications of an
 	// ApplyPod's own changes, which its Refresh read) is skipped.
 	touches, covered uint64
+	// read is set by the first read's publish: a watch's listing
+	// includes the pod from then on.
+	read bool
 }
 
 // readSpacing is how many times its last read's cost a pod waits before
@@ -324,7 +327,7 @@ func (w *Watcher) publish(k podstore.Key, snap Snapshot, cost time.Duration, tou
 		p = &pod{links: map[string]*meshnetv1.LinkStatus{}}
 		w.pods[k] = p
 	}
-	p.cost, p.covered = cost, max(p.covered, touches)
+	p.cost, p.covered, p.read = cost, max(p.covered, touches), true
 	now := timestamppb.Now()
 	var evs []*meshnetv1.WatchLinksResponse
 	seen := map[string]bool{}
@@ -405,10 +408,11 @@ type Watch struct {
 }
 
 // Watch starts a watch of the pods of namespace (every namespace when
-// empty), or of one pod. Its first events list the current state, then
-// SYNCED, then every change. Stop it when done.
+// empty), or of one pod. Its first events list the current state of every
+// pod it selects, then SYNCED, then every change. Stop it when done.
 func (w *Watcher) Watch(namespace, pod string) *Watch {
 	s := &Watch{namespace: namespace, pod: pod, w: w, done: make(chan struct{})}
+	w.readUnread(s)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	keys := make([]podstore.Key, 0, len(w.pods))
@@ -442,6 +446,27 @@ func (w *Watcher) Watch(namespace, pod string) *Watch {
 	s.push(&meshnetv1.WatchLinksResponse{Type: meshnetv1.LinkEventType_LINK_EVENT_TYPE_SYNCED, Revision: w.rev, Time: now})
 	w.subs[s] = struct{}{}
 	return s
+}
+
+// readUnread reads the pods of the store that s selects and that were
+// never read: just after meshnetd starts, Run's first reads are still
+// going, and a listing without them would say SYNCED with pods missing.
+func (w *Watcher) readUnread(s *Watch) {
+	for _, p := range w.cfg.Pods.List() {
+		k := p.Key()
+		if !s.selects(k) {
+			continue
+		}
+		w.mu.Lock()
+		read := w.pods[k] != nil && w.pods[k].read
+		w.mu.Unlock()
+		if read {
+			continue
+		}
+		if _, _, err := w.Refresh(k); err != nil {
+			w.log.Warn("pod not read back", "pod", k.String(), "error", err)
+		}
+	}
 }
 
 func (s *Watch) selects(k podstore.Key) bool {
