@@ -339,14 +339,14 @@ func (w *Wirer) teardown(ctx context.Context, rec podstore.Pod, log *slog.Logger
 func (w *Wirer) deleteRemoteEnd(ctx context.Context, k podstore.Key, l podstore.Link) error {
 	ip, err := netip.ParseAddr(l.PeerNodeIP)
 	if err != nil {
-		node, nodeIP, err := w.peerNode(ctx, podstore.Key{Namespace: k.Namespace, Name: l.PeerPod})
+		at, err := w.peerNode(ctx, podstore.Key{Namespace: k.Namespace, Name: l.PeerPod})
 		if err != nil {
 			return err
 		}
-		if node == "" || node == w.cfg.NodeName || !nodeIP.IsValid() {
+		if at.node == "" || at.node == w.cfg.NodeName || !at.ip.IsValid() {
 			return nil
 		}
-		ip = nodeIP
+		ip = at.ip
 	}
 	vni := l.VNI
 	if vni == 0 {

@@ -9,8 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/meshnet-lab/lab/labnet"
 	"github.com/meshnet/meshnet/internal/meshnetd/links"
@@ -42,6 +45,77 @@ func TestKernelVXLANPeerScheduledLater(t *testing.T) {
 	if names, _ := labnet.Links(r1.Netns); len(names) != 1 {
 		t.Errorf("r1 has %v after r2's DEL, want only lo: the remote end stays", names)
 	}
+}
+
+// TestKernelPeerLeavingIsNotWiredAgain: r1 deleted (its Pod object
+// terminating, as while the kubelet stops it). A far end lost meanwhile in
+// r2 is not wired again to the pod that leaves; r1's DEL removes r2's other
+// far end, and syncing r2 (the controller's ApplyPod, as when r1's Pod
+// object goes) does not make it again either: CI saw that end stay for
+// good. r1's next pod wires both links again.
+func TestKernelPeerLeavingIsNotWiredAgain(t *testing.T) {
+	lab := labnet.New(t, bins)
+	a := lab.AddNode("node-a", "eth0")
+	b := lab.AddNode("node-b", "eth0")
+	lab.Namespace("lab")
+	topology(t, lab, "lab", "r1", link(1, "r2", "e1", "e1", "10.0.8.1/30", ""), link(2, "r2", "e2", "e2", "", ""))
+	topology(t, lab, "lab", "r2", link(1, "r1", "e1", "e1", "10.0.8.2/30", ""), link(2, "r1", "e2", "e2", "", ""))
+	r1, r2 := lab.AddPod(a, "lab", "r1"), lab.AddPod(b, "lab", "r2")
+	cni(t, r1, "ADD")
+	cni(t, r2, "ADD")
+	ping(t, r2, "10.0.8.1")
+	ctx := context.Background()
+	sync := func(why string) {
+		t.Helper()
+		if _, err := lab.LinkClient(b).ApplyPod(ctx, &meshnetv1.ApplyPodRequest{Namespace: "lab", Pod: "r2"}); err != nil {
+			t.Fatalf("ApplyPod r2 %s: %v", why, err)
+		}
+		if names, _ := labnet.Links(r2.Netns); len(names) != 1+strings.Count(why, "e1 kept") {
+			t.Fatalf("r2 has %v after ApplyPod %s", names, why)
+		}
+	}
+
+	old := &corev1.Pod{}
+	if err := lab.Client.Get(ctx, client.ObjectKey{Namespace: "lab", Name: "r1"}, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := lab.Client.Delete(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := lab.Client.Get(ctx, client.ObjectKeyFromObject(old), old); err != nil || old.DeletionTimestamp == nil {
+		t.Fatalf("Pod r1 after its delete: %v, deletionTimestamp %v; want it terminating", err, old.DeletionTimestamp)
+	}
+	lab.IP(r2.Netns, "link", "delete", "e2")
+	sync("with r1 terminating and e2 lost (e1 kept)")
+	cni(t, r1, "DEL")
+	if names, _ := labnet.Links(r2.Netns); len(names) != 1 {
+		t.Fatalf("r2 has %v after r1's DEL, want only lo", names)
+	}
+	sync("after r1's DEL")
+	// r1's DEL put e1 back to waiting in r2's record: not lost, not retried.
+	for _, line := range strings.Split(b.Log(), "\n") {
+		if strings.Contains(line, "link lost") && strings.Contains(line, "intf=e1") {
+			t.Errorf("node b took e1, removed by r1's DEL, for lost: %s", line)
+		}
+	}
+
+	// r1's next pod: the old object goes, a new one comes to node a.
+	if err := lab.Client.Delete(ctx, old, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	next := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: "r1"}, Spec: old.Spec}
+	if err := lab.Client.Create(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	next.Status = corev1.PodStatus{Phase: corev1.PodPending, HostIP: a.IP.String(), HostIPs: []corev1.HostIP{{IP: a.IP.String()}}}
+	if err := lab.Client.Status().Update(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	cni(t, r1, "ADD")
+	if names, _ := labnet.Links(r2.Netns); len(names) != 3 {
+		t.Fatalf("r2 has %v after r1's next ADD, want lo, e1 and e2", names)
+	}
+	ping(t, r2, "10.0.8.1")
 }
 
 // TestKernelPhysicalPeer links a pod to a physical device's VTEP (a

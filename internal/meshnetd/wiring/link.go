@@ -109,28 +109,32 @@ func (w *Wirer) wireLink(ctx context.Context, p pod, l v1beta1.Link) (wired, err
 	if peerRec, ok := w.cfg.Store.Get(peerKey); ok && !w.isDeleting(peerKey) {
 		return w.wireVeth(ctx, p, l, self, peerKey, peerRec, res, rec, log)
 	}
-	peerNode, peerIP, err := w.peerNode(ctx, peerKey)
+	at, err := w.peerNode(ctx, peerKey)
 	if err != nil {
 		return wired{}, fmt.Errorf("link %d: %w", l.UID, err)
 	}
-	res.Peer = protoPeer(p.key.Namespace, l, peerNode)
+	res.Peer = protoPeer(p.key.Namespace, l, at.node)
 	switch {
-	case peerNode == "":
+	case at.node == "":
 		rec.Kind = ""
 		res.Phase, res.Message = meshnetv1.LinkPhase_LINK_PHASE_PENDING, "peer pod "+l.PeerPod+" is not scheduled yet"
 		return wired{result: res, record: rec}, nil
-	case peerNode == w.cfg.NodeName:
+	case at.leaving:
+		rec.Kind = ""
+		res.Phase, res.Message = meshnetv1.LinkPhase_LINK_PHASE_PENDING, "peer pod "+l.PeerPod+" is being deleted; its next pod's ADD wires both ends"
+		return wired{result: res, record: rec}, nil
+	case at.node == w.cfg.NodeName:
 		rec.Kind = v1beta1.LinkKindVeth
 		res.Kind = meshnetv1.LinkKind_LINK_KIND_VETH
 		res.Phase, res.Message = meshnetv1.LinkPhase_LINK_PHASE_PENDING, "peer pod "+l.PeerPod+" is not wired yet; its ADD completes the veth"
 		return wired{result: res, record: rec}, nil
-	case !peerIP.IsValid():
+	case !at.ip.IsValid():
 		rec.Kind = v1beta1.LinkKindVXLAN
 		res.Kind = meshnetv1.LinkKind_LINK_KIND_VXLAN
-		res.Phase, res.Message = meshnetv1.LinkPhase_LINK_PHASE_PENDING, "node "+peerNode+" of peer pod "+l.PeerPod+" has no IP yet"
+		res.Phase, res.Message = meshnetv1.LinkPhase_LINK_PHASE_PENDING, "node "+at.node+" of peer pod "+l.PeerPod+" has no IP yet"
 		return wired{result: res, record: rec}, nil
 	}
-	return w.wireVXLAN(p, l, self, peerNode, peerIP, res, rec, log)
+	return w.wireVXLAN(p, l, self, at.node, at.ip, res, rec, log)
 }
 
 // wirePhy makes the pod's end of a VXLAN to a device outside the cluster

@@ -62,14 +62,14 @@ func (s peerServer) CreateRemoteEnd(ctx context.Context, req *meshnetv1.CreateRe
 	}
 	// The tunnel goes to the peer pod's node and nowhere else: a caller may
 	// not point this node's traffic at an address of its choosing.
-	peerNode, peerIP, err := w.peerNode(ctx, podstore.Key{Namespace: k.Namespace, Name: peer.GetName()})
+	at, err := w.peerNode(ctx, podstore.Key{Namespace: k.Namespace, Name: peer.GetName()})
 	switch {
 	case err != nil:
 		return nil, status.Errorf(codes.Unavailable, "pod %s: %v", k, err)
-	case !peerIP.IsValid():
+	case !at.ip.IsValid():
 		return nil, status.Errorf(codes.FailedPrecondition, "vxlan.remote_vtep: pod %s's node is not known yet", peer.GetName())
-	case remote != peerIP:
-		return nil, status.Errorf(codes.InvalidArgument, "vxlan.remote_vtep: %s is not the address of node %s (%s), which hosts pod %s", remote, peerNode, peerIP, peer.GetName())
+	case remote != at.ip:
+		return nil, status.Errorf(codes.InvalidArgument, "vxlan.remote_vtep: %s is not the address of node %s (%s), which hosts pod %s", remote, at.node, at.ip, peer.GetName())
 	}
 	ns, err := links.OpenNetns(rec.Netns)
 	if err != nil {
@@ -141,6 +141,19 @@ func (s peerServer) DeleteRemoteEnd(ctx context.Context, req *meshnetv1.DeleteRe
 		return nil, status.Errorf(codes.Internal, "pod %s: %v", k, err)
 	}
 	w.log.Info("vxlan end removed for peer", "pod", k.String(), "link", req.GetEnd().GetUid(), "intf", intf, "vni", d.VNI)
+	// The link waits for its peer's next pod again, as before its peer's
+	// ADD: recorded as wired, a sync would find it lost and make it again,
+	// to a pod that is gone.
+	uid := int(req.GetEnd().GetUid())
+	if err := w.updateRecord(k, func(p *podstore.Pod) {
+		for i, l := range p.Links {
+			if l.UID == uid && l.LocalIntf == intf && l.Kind == v1beta1.LinkKindVXLAN && (l.VNI == 0 || l.VNI == d.VNI) {
+				p.Links[i].Kind, p.Links[i].VNI, p.Links[i].PeerNodeIP = "", 0, ""
+			}
+		}
+	}); err != nil {
+		return nil, status.Errorf(codes.Internal, "pod %s: %v", k, err)
+	}
 	return &meshnetv1.DeleteRemoteEndResponse{}, nil
 }
 

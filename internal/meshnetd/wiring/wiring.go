@@ -207,10 +207,20 @@ func (w *Wirer) topology(ctx context.Context, k podstore.Key) (*v1beta1.Topology
 	return &list.Items[0], nil
 }
 
-// peerNode returns the node and node IP of a pod: an empty node while it is
-// not scheduled or does not exist. The IP is the pod's status.hostIP, else
-// the node's InternalIP (the kubelet may not have written hostIP yet).
-func (w *Wirer) peerNode(ctx context.Context, k podstore.Key) (string, netip.Addr, error) {
+// peerPlace is where a peer pod runs.
+type peerPlace struct {
+	// node is empty while the pod is not scheduled or does not exist.
+	node string
+	// ip is the pod's status.hostIP, else the node's InternalIP (the
+	// kubelet may not have written hostIP yet).
+	ip netip.Addr
+	// leaving is set once the pod is deleted: its DEL comes, nothing is to
+	// be wired to it any more, and its next pod's ADD wires both ends.
+	leaving bool
+}
+
+// peerNode returns where a pod runs.
+func (w *Wirer) peerNode(ctx context.Context, k podstore.Key) (peerPlace, error) {
 	pod := &corev1.Pod{}
 	key := client.ObjectKey{Namespace: k.Namespace, Name: k.Name}
 	err := w.cfg.Pods.Get(ctx, key, pod)
@@ -218,33 +228,35 @@ func (w *Wirer) peerNode(ctx context.Context, k podstore.Key) (string, netip.Add
 		err = w.cfg.Client.Get(ctx, key, pod)
 	}
 	if apierrors.IsNotFound(err) {
-		return "", netip.Addr{}, nil
+		return peerPlace{}, nil
 	}
 	if err != nil {
-		return "", netip.Addr{}, fmt.Errorf("read pod %s: %w", k, err)
+		return peerPlace{}, fmt.Errorf("read pod %s: %w", k, err)
 	}
-	node := pod.Spec.NodeName
-	if node == "" {
-		return "", netip.Addr{}, nil
+	at := peerPlace{node: pod.Spec.NodeName, leaving: pod.DeletionTimestamp != nil}
+	if at.node == "" {
+		return at, nil
 	}
 	if ip, err := netip.ParseAddr(pod.Status.HostIP); err == nil {
-		return node, ip, nil
+		at.ip = ip
+		return at, nil
 	}
 	n := &corev1.Node{}
-	if err := w.cfg.Client.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+	if err := w.cfg.Client.Get(ctx, client.ObjectKey{Name: at.node}, n); err != nil {
 		if apierrors.IsNotFound(err) {
-			return node, netip.Addr{}, nil
+			return at, nil
 		}
-		return "", netip.Addr{}, fmt.Errorf("read node %s of pod %s: %w", node, k, err)
+		return peerPlace{}, fmt.Errorf("read node %s of pod %s: %w", at.node, k, err)
 	}
 	for _, a := range n.Status.Addresses {
 		if a.Type == corev1.NodeInternalIP {
 			if ip, err := netip.ParseAddr(a.Address); err == nil {
-				return node, ip, nil
+				at.ip = ip
+				return at, nil
 			}
 		}
 	}
-	return node, netip.Addr{}, nil
+	return at, nil
 }
 
 // peerClient returns a PeerService client for the meshnetd at ip.
