@@ -142,9 +142,10 @@ func (s *Server) needRemote(p podstore.Pod, l podstore.Link) error {
 
 // SetEndStates sets the admin state of ends of a pod on this node and
 // nothing else: what PeerService.SetRemoteStates does for a peer node's
-// meshnetd. The pod is locked, read and saved once for all of them. Each
-// end has its own result: changed when it was not in that state already,
-// or why it was not set.
+// meshnetd. The pod is locked, read and saved once for all of them; its
+// last apply takes the states, which a restart re-applies. Each end has
+// its own result: changed when it was not in that state already, or why
+// it was not set.
 func (s *Server) SetEndStates(ctx context.Context, pod podstore.Key, states map[string]meshnetv1.LinkState) map[string]EndResult {
 	out := make(map[string]EndResult, len(states))
 	failAll := func(err error) map[string]EndResult {
@@ -192,7 +193,13 @@ func (s *Server) SetEndStates(ctx context.Context, pod podstore.Key, states map[
 			out[intf] = EndResult{Changed: true}
 			s.log.Info("link admin state set", "pod", p.Key().String(), "link", intf, "node", s.node, "up", want[intf])
 		}
-		return len(changed) > 0, nil
+		set := maps.Clone(want)
+		maps.DeleteFunc(set, func(intf string, _ bool) bool { return failed[intf] != nil })
+		followed, err := st.followAdmin(set)
+		if err != nil {
+			s.log.Warn("last apply not updated with the ends' states", "pod", p.Key().String(), "node", s.node, "error", err)
+		}
+		return len(changed) > 0 || followed, nil
 	})
 	for intf := range want {
 		switch {

@@ -424,6 +424,44 @@ func TestKernelApplyPod(t *testing.T) {
 	}
 }
 
+// TestKernelReapplyKeepsAPeersState: a pod's end set down by its peer's
+// node (SetEndStates, as for the far end of a VXLAN whose near end a
+// LinkFault holds) after the pod's own apply said up stays down when a
+// restarted meshnetd re-applies the pod: the last apply takes the state.
+// It came up for a second in the kernel tier's kill test.
+func TestKernelReapplyKeepsAPeersState(t *testing.T) {
+	lab, r1, r2 := twoPods(t)
+	stateDir := filepath.Join(t.TempDir(), "state")
+	st := linkservertest.Start(t, linkservertest.Options{Pods: lab.Store, StateDir: stateDir})
+	ctx := context.Background()
+	if _, err := st.Server.ApplyPod(ctx, &meshnetv1.ApplyPodRequest{Namespace: ns, Pod: "r1", Generation: 1,
+		Links: []*meshnetv1.LinkSpec{{Interface: "eth1", State: &up}}}); err != nil {
+		t.Fatal(err)
+	}
+	r1Key := podstore.Key{Namespace: ns, Name: "r1"}
+	if r := st.Server.SetEndStates(ctx, r1Key, map[string]meshnetv1.LinkState{"eth1": down})["eth1"]; r.Err != nil || !r.Changed {
+		t.Fatalf("SetEndStates down: %+v", r)
+	}
+	waitCarrier(t, r2, "eth1", false)
+
+	restarted := linkservertest.Start(t, linkservertest.Options{Pods: lab.Store, StateDir: stateDir})
+	if err := restarted.Server.Reapply(ctx, r1Key); err != nil {
+		t.Fatal(err)
+	}
+	if s := mustState(t, r1, "eth1"); s.AdminUp {
+		t.Fatalf("r1 eth1 after the restart's Reapply: %+v, want down as its peer set it last", s)
+	}
+	// Up the same way, and the restart keeps it up.
+	if r := restarted.Server.SetEndStates(ctx, r1Key, map[string]meshnetv1.LinkState{"eth1": up})["eth1"]; r.Err != nil || !r.Changed {
+		t.Fatalf("SetEndStates up: %+v", r)
+	}
+	again := linkservertest.Start(t, linkservertest.Options{Pods: lab.Store, StateDir: stateDir})
+	if err := again.Server.Reapply(ctx, r1Key); err != nil {
+		t.Fatal(err)
+	}
+	waitCarrier(t, r2, "eth1", true)
+}
+
 // TestKernelSetNetemWithoutNetem runs on the host, whose kernel has no
 // sch_netem: the API says so plainly and changes nothing.
 func TestKernelSetNetemWithoutNetem(t *testing.T) {

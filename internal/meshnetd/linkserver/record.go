@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"google.golang.org/protobuf/encoding/protojson"
+
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/internal/meshnetd/links"
 	"github.com/meshnet/meshnet/internal/meshnetd/podstore"
 )
@@ -32,9 +35,47 @@ type podRecord struct {
 	Distribution map[string]string `json:"distribution,omitempty"`
 	// LastError is the last error converging each interface.
 	LastError map[string]string `json:"last_error,omitempty"`
-	// Applied is the last ApplyPodRequest that converged, in protojson, for
-	// re-applying it after a restart or a new sandbox.
+	// Applied is the last ApplyPodRequest that converged, with the admin
+	// states peers set since (followAdmin), in protojson, for re-applying
+	// it after a restart or a new sandbox.
 	Applied json.RawMessage `json:"applied,omitempty"`
+}
+
+// followAdmin writes admin states set since the last apply (a peer node
+// taking its far ends down or up, for the same controller-derived state)
+// into Applied, so that re-applying it after a restart sets what was last
+// set, not an older state. It reports whether Applied changed.
+func (st *podRecord) followAdmin(up map[string]bool) (bool, error) {
+	if st.Applied == nil || len(up) == 0 {
+		return false, nil
+	}
+	req := &meshnetv1.ApplyPodRequest{}
+	if err := protojson.Unmarshal(st.Applied, req); err != nil {
+		return false, fmt.Errorf("decode last apply: %w", err)
+	}
+	changed := false
+	for _, l := range req.GetLinks() {
+		u, ok := up[l.GetInterface()]
+		if !ok || l.State == nil {
+			continue
+		}
+		state := meshnetv1.LinkState_LINK_STATE_DOWN
+		if u {
+			state = meshnetv1.LinkState_LINK_STATE_UP
+		}
+		if l.GetState() != state {
+			l.State, changed = &state, true
+		}
+	}
+	if !changed {
+		return false, nil
+	}
+	applied, err := protojson.Marshal(req)
+	if err != nil {
+		return false, fmt.Errorf("encode last apply: %w", err)
+	}
+	st.Applied = applied
+	return true, nil
 }
 
 type savedEnd struct {
