@@ -8,28 +8,35 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/meshnet/meshnet/internal/meshnet-lab/images"
+	"github.com/meshnet/meshnet/internal/meshnet-lab/images/debian"
 )
 
 // diskLayout names the layout of the disk image; change it when the code
 // that lays the disk out changes, so that cached images are rebuilt.
-const diskLayout = "disk-v1"
+const diskLayout = "disk-v2"
 
 // The VM mounts its disk at /opt/disk (init.sh); the control plane goes in
-// kube/ (KUBEBUILDER_ASSETS) and the command-line tools in bin/ (PATH).
+// kube/ (KUBEBUILDER_ASSETS), the command-line tools in bin/ (PATH) and
+// the FRR image's tree in frr/.
 const (
 	diskKube = "kube"
 	diskBin  = "bin"
+	// diskFRR is the FRR image's Debian tree ($MESHNET_FRR_TREE).
+	diskFRR = "frr"
 )
 
 // diskImage returns the cached ext4 image holding what is too big for the
 // initramfs: kube-apiserver and etcd from $KUBEBUILDER_ASSETS (for envtest in
 // the VM), kubectl and grpcurl (for tests that drive the lab as an operator
-// would). It is keyed by the files' sizes and modification times. It
+// would), and the Debian tree the FRR image is built from. It is keyed by the files' sizes and modification times. It
 // returns "" when there is nothing to ship.
 func diskImage(ctx context.Context, log *slog.Logger, logw io.Writer, cache, assets string) (string, error) {
 	files, err := diskFiles(ctx, logw, cache, assets)
@@ -43,6 +50,15 @@ func diskImage(ctx context.Context, log *slog.Logger, logw io.Writer, cache, ass
 	fmt.Fprintln(h, diskLayout)
 	var size int64
 	for _, f := range files {
+		if f.tree {
+			n, err := treeSize(f.src)
+			if err != nil {
+				return "", err
+			}
+			size += n
+			fmt.Fprintln(h, f.dst, f.src, "tree")
+			continue
+		}
 		st, err := os.Stat(f.src)
 		if err != nil {
 			return "", err
@@ -70,6 +86,12 @@ func diskImage(ctx context.Context, log *slog.Logger, logw io.Writer, cache, ass
 	}
 	defer os.RemoveAll(tree)
 	for _, f := range files {
+		if f.tree {
+			if out, err := exec.CommandContext(ctx, "cp", "-a", f.src, filepath.Join(tree, f.dst)).CombinedOutput(); err != nil {
+				return "", fmt.Errorf("copy %s: %w: %s", f.src, err, strings.TrimSpace(string(out)))
+			}
+			continue
+		}
 		if err := copyFile(filepath.Join(tree, f.dst), f.src); err != nil {
 			return "", err
 		}
@@ -110,7 +132,30 @@ func diskFiles(ctx context.Context, logw io.Writer, cache, assets string) ([]fil
 	if err != nil {
 		return nil, err
 	}
-	return append(files, file{dst: filepath.Join(diskBin, "grpcurl"), src: grpcurl}), nil
+	files = append(files, file{dst: filepath.Join(diskBin, "grpcurl"), src: grpcurl})
+	// The FRR image's Debian tree, as the lab fetches it (shared cache):
+	// the VM builds the image from it, having no apt.
+	frr, err := debian.Fetch(ctx, debian.CacheDir(), images.FRRPackages())
+	if err != nil {
+		return nil, fmt.Errorf("fetch the FRR image's Debian packages with apt (this machine's apt sources must serve Debian bookworm): %w", err)
+	}
+	return append(files, file{dst: diskFRR, src: frr.Dir, tree: true}), nil
+}
+
+// treeSize is the bytes of the regular files under dir.
+func treeSize(dir string) (int64, error) {
+	var size int64
+	err := filepath.WalkDir(dir, func(_ string, e fs.DirEntry, err error) error {
+		if err != nil || !e.Type().IsRegular() {
+			return err
+		}
+		info, err := e.Info()
+		if err == nil {
+			size += info.Size()
+		}
+		return err
+	})
+	return size, err
 }
 
 // checkStatic fails for a binary the VM cannot run: it has no shared

@@ -33,8 +33,9 @@ const baseLayout = "base-v2"
 // and busybox's nsenter runs its own applets for the commands it is given
 // (ip would be busybox's), where util-linux's runs the ones in PATH.
 // util-linux's setsid gives the lab's shell (vmtest -lab) a controlling
-// terminal, so that ^C reaches what it runs.
-var hostTools = []string{"/usr/sbin/ip", "/usr/sbin/tc", "/usr/bin/ping", "/usr/bin/nsenter", "/usr/bin/setsid", hostShell}
+// terminal, so that ^C reaches what it runs; its unshare, unlike busybox's,
+// kills a container's init with it (--kill-child: the FRR image's test).
+var hostTools = []string{"/usr/sbin/ip", "/usr/sbin/tc", "/usr/bin/ping", "/usr/bin/nsenter", "/usr/bin/setsid", "/usr/bin/unshare", hostShell}
 
 // hostShell is the VM's /bin/sh. Busybox's sh runs its own applets before
 // those in PATH, so `sh -c "ip ..."` would get busybox's ip; dash does not.
@@ -186,6 +187,9 @@ func baseImage(ctx context.Context, cache string, k kernel) (string, error) {
 // file is one file of an image: src on the host, dst relative to the root.
 type file struct {
 	dst, src string
+	// tree marks a directory copied whole (modes, owners and links kept),
+	// whose name is the key of its content.
+	tree bool
 }
 
 func baseFiles(ctx context.Context, k kernel) ([]file, error) {

@@ -37,8 +37,8 @@ ip link add host0 type dummy && ip addr add 10.0.2.15/24 dev host0 &&
 	ip link set host0 up && ip route add default dev host0 || fatal "host0 setup failed"
 echo "127.0.0.1 localhost" >/etc/hosts
 
-# The disk (hack/vmtest/disk.go): the control plane for envtest, and
-# kubectl and grpcurl.
+# The disk (hack/vmtest/disk.go): the control plane for envtest, kubectl
+# and grpcurl, and the FRR image's tree.
 if [ -f /tests/disk ]; then
 	i=0
 	while [ ! -b /dev/vda ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
@@ -51,6 +51,8 @@ if [ -f /tests/disk ]; then
 		export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT=3m
 	fi
 	export PATH="$PATH:/opt/disk/bin"
+	# The FRR image's Debian tree, which the FRR image's vm test builds it from.
+	[ -d /opt/disk/frr ] && export MESHNET_FRR_TREE=/opt/disk/frr
 fi
 # The lab's programs (internal/meshnet-lab/lab/labnet), prebuilt: the VM has no Go.
 [ -d /lab ] && export MESHNET_LAB_BIN=/lab

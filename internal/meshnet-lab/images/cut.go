@@ -83,7 +83,7 @@ func (c Cut) files(root string) ([]File, error) {
 		byPath[f.Path] = f
 	}
 	if c.Busybox != "" {
-		if err := linkApplets(byPath, filepath.Join(root, c.Busybox)); err != nil {
+		if err := linkApplets(byPath, root, c.Busybox); err != nil {
 			return nil, err
 		}
 	}
@@ -95,10 +95,10 @@ func (c Cut) files(root string) ([]File, error) {
 	return files, nil
 }
 
-// linkApplets links busybox's applets in /bin where the image has no
-// program of their name on its PATH.
-func linkApplets(byPath map[string]File, busybox string) error {
-	names, err := applets(busybox)
+// linkApplets links the applets of busybox, a program of the tree at root,
+// in /bin where the image has no program of their name on its PATH.
+func linkApplets(byPath map[string]File, root, busybox string) error {
+	names, err := treeApplets(root, filepath.Join(root, busybox))
 	if err != nil {
 		return err
 	}

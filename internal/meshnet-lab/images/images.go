@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -169,7 +170,28 @@ func Router(busybox string) (v1.Image, error) {
 
 // applets are the applets the busybox binary at path lists, but busybox.
 func applets(busybox string) ([]string, error) {
-	out, err := exec.Command(busybox, "--list").Output()
+	return appletsOf(exec.Command(busybox, "--list"), busybox)
+}
+
+// debianArch is the multiarch directory of the lab's Debian trees (amd64).
+const debianArch = "x86_64-linux-gnu"
+
+// treeApplets are the applets of busybox, a program of the Debian tree at
+// root, run with the tree's own loader and libraries: Debian's busybox is
+// dynamically linked (libresolv), which the machine running this need not
+// have (the vm tier's VM has not).
+func treeApplets(root, busybox string) ([]string, error) {
+	libs := filepath.Join(root, "lib", debianArch)
+	loader := filepath.Join(libs, "ld-linux-x86-64.so.2")
+	if _, err := os.Stat(loader); err != nil {
+		return applets(busybox) // a static one
+	}
+	path := libs + ":" + filepath.Join(root, "usr", "lib", debianArch)
+	return appletsOf(exec.Command(loader, "--library-path", path, busybox, "--list"), busybox)
+}
+
+func appletsOf(cmd *exec.Cmd, busybox string) ([]string, error) {
+	out, err := cmd.Output()
 	if err != nil {
 		return nil, fmt.Errorf("list the applets of %s: %w", busybox, err)
 	}

@@ -1,4 +1,4 @@
-//go:build kernel
+//go:build kernel || vm
 
 package images
 
@@ -54,7 +54,7 @@ func (c *container) start(t *testing.T) {
 	}
 	const script = `set -e
 mount -t proc proc "$1/proc"
-mount --rbind /dev "$1/dev"
+mount -o rbind /dev "$1/dev"
 mount -t sysfs sysfs "$1/sys"
 hostname "$2"
 shift 2
