@@ -16,11 +16,13 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
@@ -187,7 +189,26 @@ func (r *Reconciler) setupFaults(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("linkfault").
 		For(&v1beta1.LinkFault{}).
+		// What a fault holds and misses changes with the Topologies too:
+		// one created, deleted, relabelled or given other links.
+		Watches(&v1beta1.Topology{}, handler.EnqueueRequestsFromMapFunc(r.faultsOfNamespace),
+			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		Complete(&faultStatus{client: r.Client, recorder: r.Recorder})
+}
+
+// faultsOfNamespace is every LinkFault of o's namespace, for their status
+// writer: a fault may name o, select it, or have stopped selecting it.
+func (r *Reconciler) faultsOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	var list v1beta1.LinkFaultList
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+		log.FromContext(ctx).Error(err, "LinkFaults not listed for a changed Topology", "namespace", o.GetNamespace(), "topology", o.GetName())
+		return nil
+	}
+	reqs := make([]reconcile.Request, len(list.Items))
+	for i := range list.Items {
+		reqs[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}
+	}
+	return reqs
 }
 
 // faultMetrics is the LinkFaults as Prometheus sees them, read from reader
@@ -200,7 +221,7 @@ var (
 	faultsDesc = prometheus.NewDesc("meshnet_linkfaults",
 		"LinkFaults by namespace and phase (Pending, Active, Waiting, Completed, Suspended, Invalid).", []string{"namespace", "phase"}, nil)
 	faultLinksDesc = prometheus.NewDesc("meshnet_linkfault_held_links",
-		"Links that LinkFaults in a window name, by namespace.", []string{"namespace"}, nil)
+		"Links that LinkFaults hold now, by namespace: the sum of their status.held_links.", []string{"namespace"}, nil)
 )
 
 // Describe implements prometheus.Collector.
@@ -229,14 +250,9 @@ func (m *faultMetrics) Collect(ch chan<- prometheus.Metric) {
 			phase = "Invalid"
 		}
 		faults[key{f.Namespace, phase}]++
-		if s.Holds() {
-			held[f.Namespace] += len(f.Spec.Links)
-			if f.Spec.Selector != nil {
-				held[f.Namespace] += int(f.Status.HeldLinks) // the status counts what it selects
-			}
-		} else if _, ok := held[f.Namespace]; !ok {
-			held[f.Namespace] = 0
-		}
+		// The status writer is the one that counts what a fault holds
+		// (its links that exist, the Topologies it selects).
+		held[f.Namespace] += int(f.Status.HeldLinks)
 	}
 	for k, n := range faults {
 		ch <- prometheus.MustNewConstMetric(faultsDesc, prometheus.GaugeValue, float64(n), k.ns, k.phase)

@@ -165,6 +165,8 @@ func TestKernelLinkFaults(t *testing.T) {
 			l := linkStatus(topo, "eth1")
 			return l != nil && slices.Equal(l.Faults, []string{"edge-cut"})
 		})
+		// The fault's own status counts it, without waiting for its next edge.
+		waitFault(t, p.lab, "edge-cut", 2*time.Second, func(f *v1beta1.LinkFault) bool { return f.Status.HeldLinks == 1 })
 		if s := readState(t, p.r2.Netns, "eth1"); !s.AdminUp || !s.Carrier {
 			t.Errorf("r2:eth1, not selected, is %+v; want up", s)
 		}
