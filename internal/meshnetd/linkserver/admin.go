@@ -108,25 +108,15 @@ func (s *Server) setAdmin(ctx context.Context, p podstore.Pod, l podstore.Link, 
 
 // SetLinkState implements meshnetv1.LinkServiceServer.
 func (s *Server) SetLinkState(ctx context.Context, req *meshnetv1.SetLinkStateRequest) (*meshnetv1.SetLinkStateResponse, error) {
-	var v violations
-	v.namespace(req.GetNamespace())
-	v.pod("pod", req.GetPod())
-	v.ifname("interface", req.GetInterface())
-	v.state("state", req.GetState())
-	if err := v.err(); err != nil {
-		return nil, err
-	}
-	p, l, err := s.lookupLink(req.GetNamespace(), req.GetPod(), req.GetInterface())
-	if err != nil {
-		return nil, err
-	}
-	if err := s.needRemote(p, l); err != nil {
-		return nil, err
-	}
-	if _, err := s.setAdmin(ctx, p, l, req.GetState() == meshnetv1.LinkState_LINK_STATE_UP, true); err != nil {
-		return nil, err
-	}
-	ls, err := s.readLink(p, l.LocalIntf)
+	ls, err := s.oneLink(req.GetNamespace(), req.GetPod(), req.GetInterface(),
+		func(v *violations) { v.state("state", req.GetState()) },
+		func(p podstore.Pod, l podstore.Link) error {
+			if err := s.needRemote(p, l); err != nil {
+				return err
+			}
+			_, err := s.setAdmin(ctx, p, l, req.GetState() == meshnetv1.LinkState_LINK_STATE_UP, true)
+			return err
+		})
 	if err != nil {
 		return nil, err
 	}

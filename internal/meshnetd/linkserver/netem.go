@@ -12,29 +12,20 @@ import (
 
 // SetNetem implements meshnetv1.LinkServiceServer.
 func (s *Server) SetNetem(ctx context.Context, req *meshnetv1.SetNetemRequest) (*meshnetv1.SetNetemResponse, error) {
-	var v violations
-	v.namespace(req.GetNamespace())
-	v.pod("pod", req.GetPod())
-	v.ifname("interface", req.GetInterface())
 	var spec shaping.Spec
-	if req.GetNetem() == nil {
-		v.add("netem", "required (ClearNetem removes shaping)")
-	} else {
-		spec = v.netemSpec("netem", req.GetNetem())
-	}
-	if err := v.err(); err != nil {
-		return nil, err
-	}
-	p, l, err := s.lookupLink(req.GetNamespace(), req.GetPod(), req.GetInterface())
-	if err != nil {
-		return nil, err
-	}
-	if err := s.withLink(p, l.LocalIntf, func(n *podNetns, st *podRecord) (bool, error) {
-		return s.applyNetem(n, st, p, l.LocalIntf, spec, false)
-	}); err != nil {
-		return nil, err
-	}
-	ls, err := s.readLink(p, l.LocalIntf)
+	ls, err := s.oneLink(req.GetNamespace(), req.GetPod(), req.GetInterface(),
+		func(v *violations) {
+			if req.GetNetem() == nil {
+				v.add("netem", "required (ClearNetem removes shaping)")
+				return
+			}
+			spec = v.netemSpec("netem", req.GetNetem())
+		},
+		func(p podstore.Pod, l podstore.Link) error {
+			return s.withLink(p, l.LocalIntf, func(n *podNetns, st *podRecord) (bool, error) {
+				return s.applyNetem(n, st, p, l.LocalIntf, spec, false)
+			})
+		})
 	if err != nil {
 		return nil, err
 	}
@@ -43,23 +34,12 @@ func (s *Server) SetNetem(ctx context.Context, req *meshnetv1.SetNetemRequest) (
 
 // ClearNetem implements meshnetv1.LinkServiceServer.
 func (s *Server) ClearNetem(ctx context.Context, req *meshnetv1.ClearNetemRequest) (*meshnetv1.ClearNetemResponse, error) {
-	var v violations
-	v.namespace(req.GetNamespace())
-	v.pod("pod", req.GetPod())
-	v.ifname("interface", req.GetInterface())
-	if err := v.err(); err != nil {
-		return nil, err
-	}
-	p, l, err := s.lookupLink(req.GetNamespace(), req.GetPod(), req.GetInterface())
-	if err != nil {
-		return nil, err
-	}
-	if err := s.withLink(p, l.LocalIntf, func(n *podNetns, st *podRecord) (bool, error) {
-		return s.clearNetem(n, st, p, l.LocalIntf)
-	}); err != nil {
-		return nil, err
-	}
-	ls, err := s.readLink(p, l.LocalIntf)
+	ls, err := s.oneLink(req.GetNamespace(), req.GetPod(), req.GetInterface(), nil,
+		func(p podstore.Pod, l podstore.Link) error {
+			return s.withLink(p, l.LocalIntf, func(n *podNetns, st *podRecord) (bool, error) {
+				return s.clearNetem(n, st, p, l.LocalIntf)
+			})
+		})
 	if err != nil {
 		return nil, err
 	}

@@ -27,18 +27,7 @@ func (s *Server) ReadPod(p podstore.Pod) ([]*meshnetv1.LinkStatus, error) { retu
 
 // GetLink implements meshnetv1.LinkServiceServer.
 func (s *Server) GetLink(ctx context.Context, req *meshnetv1.GetLinkRequest) (*meshnetv1.GetLinkResponse, error) {
-	var v violations
-	v.namespace(req.GetNamespace())
-	v.pod("pod", req.GetPod())
-	v.ifname("interface", req.GetInterface())
-	if err := v.err(); err != nil {
-		return nil, err
-	}
-	p, l, err := s.lookupLink(req.GetNamespace(), req.GetPod(), req.GetInterface())
-	if err != nil {
-		return nil, err
-	}
-	ls, err := s.readLink(p, l.LocalIntf)
+	ls, err := s.oneLink(req.GetNamespace(), req.GetPod(), req.GetInterface(), nil, nil)
 	if err != nil {
 		return nil, err
 	}

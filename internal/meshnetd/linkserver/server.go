@@ -181,6 +181,33 @@ func (s *Server) lookupLink(namespace, pod, intf string) (podstore.Pod, podstore
 	return p, l, nil
 }
 
+// oneLink is the path of every call on one link (GetLink, SetLinkState,
+// SetNetem, ClearNetem): the namespace, pod and interface checked with the
+// call's own fields (check, when not nil), the link looked up, change made
+// (when not nil), and the link read back after it.
+func (s *Server) oneLink(namespace, pod, intf string, check func(*violations), change func(podstore.Pod, podstore.Link) error) (*meshnetv1.LinkStatus, error) {
+	var v violations
+	v.namespace(namespace)
+	v.pod("pod", pod)
+	v.ifname("interface", intf)
+	if check != nil {
+		check(&v)
+	}
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	p, l, err := s.lookupLink(namespace, pod, intf)
+	if err != nil {
+		return nil, err
+	}
+	if change != nil {
+		if err := change(p, l); err != nil {
+			return nil, err
+		}
+	}
+	return s.readLink(p, l.LocalIntf)
+}
+
 // linkOf finds a wired link of p; a link recorded without a kind waits for
 // its peer and is not wired yet.
 func linkOf(p podstore.Pod, intf string) (podstore.Link, bool) {
