@@ -3,12 +3,15 @@
 // internal/ is a leaf (types, clients, rules, conversions) that two or more
 // binaries share; and the code that changes a node's kernel belongs to
 // meshnetd (and to the lab, which runs meshnetds), never to the controller,
-// the kubectl plugin or the CNI plugin.
+// the kubectl plugin or the CNI plugin; and docs/architecture.md's package
+// map is the tree.
 package cmd_test
 
 import (
 	"os"
 	"os/exec"
+	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -94,6 +97,63 @@ func TestBinariesLinkNoKernelCode(t *testing.T) {
 		for _, dep := range strings.Fields(string(out)) {
 			if slices.Contains(kernel, dep) || strings.HasPrefix(dep, module+"internal/meshnetd/") {
 				t.Errorf("%s links %s, kernel code of meshnetd's; share a leaf instead (go list -deps ./cmd/%s)", bin, dep, bin)
+			}
+		}
+	}
+}
+
+// architectureRow is a row of docs/architecture.md's package map: a folder
+// of internal/ and, in backquotes, the packages it holds.
+var architectureRow = regexp.MustCompile("(?m)^\\| `internal/([a-z-]*)/?` \\| (.*) \\|$")
+
+// TestArchitectureMapIsTheTree: docs/architecture.md's package map names
+// each package of internal/ in the row of its folder (a binary's, or the
+// shared leaves'), and no package that is not there, so that the map a
+// reader starts from is the tree.
+func TestArchitectureMapIsTheTree(t *testing.T) {
+	doc, err := os.ReadFile("../docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string][]string{} // folder ("" for internal/ itself) -> packages
+	for _, m := range architectureRow.FindAllStringSubmatch(string(doc), -1) {
+		for _, name := range regexp.MustCompile("`([a-z][a-z0-9]*)`").FindAllStringSubmatch(m[2], -1) {
+			documented[m[1]] = append(documented[m[1]], name[1])
+		}
+	}
+	if len(documented) == 0 {
+		t.Fatal("docs/architecture.md has no package map (rows | `internal/<folder>/` | `pkg` ... |)")
+	}
+	out, err := exec.Command("go", "list", "../internal/...").Output()
+	if err != nil {
+		t.Fatalf("go list ./internal/...: %v", err)
+	}
+	bins := binaries(t)
+	inTree := map[string][]string{}
+	for _, p := range strings.Fields(string(out)) {
+		parts := strings.Split(strings.TrimPrefix(p, module+"internal/"), "/")
+		folder, pkg := "", parts[0]
+		if _, ok := bins[parts[0]]; ok {
+			if len(parts) < 2 {
+				continue
+			}
+			folder, pkg = parts[0], parts[1]
+		}
+		if !slices.Contains(inTree[folder], pkg) {
+			inTree[folder] = append(inTree[folder], pkg)
+		}
+	}
+	for folder, pkgs := range inTree {
+		for _, p := range pkgs {
+			if !slices.Contains(documented[folder], p) {
+				t.Errorf("internal/%s is not in docs/architecture.md's package map, row internal/%s", path.Join(folder, p), folder)
+			}
+		}
+	}
+	for folder, pkgs := range documented {
+		for _, p := range pkgs {
+			if !slices.Contains(inTree[folder], p) {
+				t.Errorf("docs/architecture.md's package map names internal/%s, which is not in the tree", path.Join(folder, p))
 			}
 		}
 	}
