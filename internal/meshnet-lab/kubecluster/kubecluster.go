@@ -35,6 +35,7 @@ import (
 
 	"github.com/meshnet/meshnet/internal/meshnet-lab/controlplane"
 	"github.com/meshnet/meshnet/internal/meshnet-lab/images"
+	"github.com/meshnet/meshnet/internal/meshnet-lab/teardown"
 )
 
 // Network plan. The node network is its own (not the emulated lab's
@@ -108,7 +109,7 @@ type Cluster struct {
 	Kubeconfig string
 
 	mu    sync.Mutex
-	undo  []func() error
+	undo  teardown.Stack
 	nodes []*Node
 }
 
@@ -242,29 +243,15 @@ func (c *Cluster) Dir() string { return c.opts.Dir }
 
 // FabricNetns is the path of the node network's namespace: a capture on
 // its interfaces (-i any) sees every frame between the nodes and the host.
-func (c *Cluster) FabricNetns() string { return filepath.Join(netnsDir, c.opts.Prefix+"fabric") }
-
-func (c *Cluster) onClose(f func() error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.undo = append(c.undo, f)
+func (c *Cluster) FabricNetns() string {
+	return filepath.Join(teardown.NetnsDir, c.opts.Prefix+"fabric")
 }
+
+func (c *Cluster) onClose(f func() error) { c.undo.Push(f) }
 
 // Close stops everything the cluster started, in reverse order, and
 // removes what it made; it tries every step and returns every error.
-func (c *Cluster) Close() error {
-	c.mu.Lock()
-	undo := c.undo
-	c.undo = nil
-	c.mu.Unlock()
-	var errs []error
-	for i := len(undo) - 1; i >= 0; i-- {
-		if err := undo[i](); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
+func (c *Cluster) Close() error { return c.undo.Close() }
 
 // waitNodesReady waits until every node's Node object is Ready.
 func (c *Cluster) waitNodesReady(ctx context.Context) error {

@@ -13,19 +13,13 @@ import (
 	"sync"
 	"syscall"
 	"time"
-)
 
-// netnsDir is where iproute2 keeps named network namespaces.
-const netnsDir = "/run/netns"
+	"github.com/meshnet/meshnet/internal/meshnet-lab/teardown"
+)
 
 // netns creates the network namespace <prefix><name>; Close deletes it.
 func (c *Cluster) netns(name string) (string, error) {
-	full := c.opts.Prefix + name
-	if err := run("ip", "netns", "add", full); err != nil {
-		return "", err
-	}
-	c.onClose(func() error { return run("ip", "netns", "delete", full) })
-	return filepath.Join(netnsDir, full), nil
+	return teardown.AddNetns(&c.undo, c.opts.Prefix+name)
 }
 
 // run runs argv and returns its output in the error when it fails.
@@ -359,11 +353,8 @@ func removeSharedCgroupParent() error {
 // and dir itself. Empty after a clean Close.
 func Leftovers(dir, prefix string) []string {
 	var left []string
-	entries, _ := os.ReadDir(netnsDir)
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), prefix) {
-			left = append(left, "network namespace "+e.Name())
-		}
+	for _, name := range teardown.Netns(prefix) {
+		left = append(left, "network namespace "+name)
 	}
 	if _, err := os.Stat(filepath.Join("/sys/class/net", hostNIC)); err == nil {
 		left = append(left, "interface "+hostNIC)
@@ -454,15 +445,10 @@ func Sweep(dir, prefix string) ([]string, error) {
 			}
 		}
 	}
-	entries, _ := os.ReadDir(netnsDir)
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), prefix) {
-			if err := run("ip", "netns", "delete", e.Name()); err != nil {
-				errs = append(errs, err)
-			} else {
-				removed = append(removed, "netns "+e.Name())
-			}
-		}
+	gone, err := teardown.SweepNetns(prefix)
+	removed = append(removed, gone...)
+	if err != nil {
+		errs = append(errs, err)
 	}
 	// The host's interface went with the fabric namespace (its veth peer);
 	// one of another cluster is left alone.

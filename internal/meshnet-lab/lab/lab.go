@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/meshnet/meshnet/internal/meshnet-lab/controlplane"
+	"github.com/meshnet/meshnet/internal/meshnet-lab/teardown"
 )
 
 // Subnet is the node network of a lab.
@@ -97,7 +98,7 @@ type Lab struct {
 	tokenFile      string // meshnetd's service-account token
 
 	mu    sync.Mutex
-	undo  []func() error
+	undo  teardown.Stack
 	nodes []*Node
 	// controllers are those StartController started, for CPU.
 	controllers []*Process
@@ -187,28 +188,12 @@ func (l *Lab) Node(name string) *Node {
 }
 
 // onClose registers a step of Close; steps run in reverse order.
-func (l *Lab) onClose(f func() error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.undo = append(l.undo, f)
-}
+func (l *Lab) onClose(f func() error) { l.undo.Push(f) }
 
 // Close stops every process and removes every namespace, interface and
 // object the lab made, then the control plane. It returns every error met
 // on the way, after trying every step.
-func (l *Lab) Close() error {
-	l.mu.Lock()
-	undo := l.undo
-	l.undo = nil
-	l.mu.Unlock()
-	var errs []error
-	for i := len(undo) - 1; i >= 0; i-- {
-		if err := undo[i](); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
+func (l *Lab) Close() error { return l.undo.Close() }
 
 // allocate hands out a node-network address (the next free one when ip is
 // invalid) and a fabric interface number.
