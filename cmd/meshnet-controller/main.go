@@ -116,9 +116,14 @@ func run() error {
 		LeaseDuration:           &lease,
 		RenewDeadline:           &renew,
 		RetryPeriod:             &retry,
-		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
-		HealthProbeBindAddress:  probeAddr,
-		PprofBindAddress:        pprofAddr,
+		// A leader stopped (a rollout, a drain) hands the Lease over as
+		// it exits, so that a standby leads within its retry period, not
+		// once the Lease expires: a LinkFault's edges are not held up. Safe
+		// as the process ends when the manager does.
+		LeaderElectionReleaseOnCancel: true,
+		Metrics:                       metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress:        probeAddr,
+		PprofBindAddress:              pprofAddr,
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)

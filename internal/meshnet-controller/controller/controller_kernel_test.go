@@ -318,6 +318,24 @@ func TestKernelLeaderElection(t *testing.T) {
 		t.Errorf("the new leader did not start its workers:\n%s", tail(second.Log()))
 	}
 	waitStatus(t, p.lab, "r1", 10*time.Second, converged)
+
+	// Stopped as a rollout stops it (SIGTERM), a leader hands the Lease
+	// over as it exits: the standby leads within its retry period (2s), not
+	// once the Lease expires (15s), so a LinkFault's edge is not held up.
+	third := startController(t, p.lab, p.a, "controller-3")
+	time.Sleep(3 * time.Second) // third campaigns, as a standby
+	second.signal(syscall.SIGTERM)
+	stopped := time.Now()
+	mustEdit(t, p.lab, "r1", setMTU(ptr.To[int32](1420), "eth1"))
+	waitKernel(t, p.r1.Netns, "eth1", 45*time.Second, func(s links.Reading) bool { return s.MTU == 1420 })
+	took := time.Since(stopped)
+	t.Logf("leader stopped with SIGTERM: the standby converged the next edit %v after", took.Round(time.Millisecond))
+	if took > 6*time.Second {
+		t.Errorf("the standby converged the edit %v after the leader's SIGTERM, want within the retry period and a pass (the Lease was not handed over)", took.Round(time.Millisecond))
+	}
+	if !strings.Contains(third.Log(), "Starting workers") {
+		t.Errorf("the third replica did not start its workers:\n%s", tail(third.Log()))
+	}
 }
 
 // TestKernelInvalidEditsRefused checks that admission refuses invalid specs
