@@ -93,7 +93,12 @@ type Options struct {
 	// MeshnetImage is the name meshnet's image is published under, as the
 	// deploy overlay names it (docker.io/library/meshnet:dev for meshnet:dev).
 	MeshnetImage string
-	Log          *slog.Logger
+	// Overlay, when set, is the kustomize overlay meshnet is installed from
+	// (Install) while the nodes start: its DaemonSet's pods start as each
+	// node registers, not once every node is Ready, and New returns once
+	// meshnet is installed.
+	Overlay string
+	Log     *slog.Logger
 }
 
 // Cluster is a running cluster. Close removes every trace of it.
@@ -114,8 +119,8 @@ type Cluster struct {
 }
 
 // New starts the control plane, the registry with the images, and the
-// nodes, and waits until every node is Ready. On error, what was started
-// is removed again.
+// nodes, and waits until every node is Ready (and meshnet is installed, with
+// Options.Overlay). On error, what was started is removed again.
 func New(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
@@ -147,6 +152,20 @@ func New(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err := c.fabric(); err != nil {
 		return c, err
 	}
+	// The images are made and pushed while the control plane starts: both
+	// are needed only once the nodes start.
+	var wg sync.WaitGroup
+	bg, stop := context.WithCancel(ctx)
+	defer func() {
+		if err != nil {
+			stop()
+		}
+		wg.Wait()
+		stop()
+	}()
+	regDone := make(chan error, 1)
+	wg.Add(1)
+	go func() { defer wg.Done(); regDone <- c.registry(bg) }()
 	apiLog, err := os.Create(filepath.Join(opts.Dir, "logs", "kube-apiserver.log"))
 	if err != nil {
 		return c, err
@@ -168,10 +187,19 @@ func New(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err := c.controllers(); err != nil {
 		return c, err
 	}
-	if err := c.registry(ctx); err != nil {
+	var applyErr error
+	if opts.Overlay != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.apply(bg, opts.Overlay); err != nil {
+				applyErr = fmt.Errorf("install meshnet from %s: %w", opts.Overlay, err)
+			}
+		}()
+	}
+	if err := <-regDone; err != nil {
 		return c, err
 	}
-	var wg sync.WaitGroup
 	errs := make([]error, opts.Nodes)
 	for i := range opts.Nodes {
 		n, err := c.newNode(i)
@@ -182,13 +210,19 @@ func New(ctx context.Context, opts Options) (c *Cluster, err error) {
 		go func() { defer wg.Done(); errs[i] = n.Start() }()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(append(errs, applyErr)...); err != nil {
 		return c, err
 	}
 	if err := c.waitNodesReady(ctx); err != nil {
 		return c, err
 	}
 	c.log.Info("cluster ready", "nodes", opts.Nodes, "took", time.Since(start).Round(time.Millisecond))
+	if opts.Overlay != "" {
+		if err := c.waitInstalled(ctx); err != nil {
+			return c, fmt.Errorf("install meshnet from %s: %w", opts.Overlay, err)
+		}
+		c.log.Info("meshnet installed", "overlay", opts.Overlay, "took", time.Since(start).Round(time.Millisecond))
+	}
 	return c, nil
 }
 
@@ -330,9 +364,21 @@ func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
 // --server-side -k DIR), as users install it, and waits until meshnetd's
 // DaemonSet is Ready on every node and meshnet-controller is Available.
 func (c *Cluster) Install(ctx context.Context, overlay string) error {
-	if _, err := c.Kubectl(ctx, "apply", "--server-side", "-k", overlay); err != nil {
+	if err := c.apply(ctx, overlay); err != nil {
 		return err
 	}
+	return c.waitInstalled(ctx)
+}
+
+// apply applies a kustomize overlay of meshnet, as users do.
+func (c *Cluster) apply(ctx context.Context, overlay string) error {
+	_, err := c.Kubectl(ctx, "apply", "--server-side", "-k", overlay)
+	return err
+}
+
+// waitInstalled waits until meshnetd's DaemonSet is Ready on every node and
+// meshnet-controller is Available.
+func (c *Cluster) waitInstalled(ctx context.Context) error {
 	if _, err := c.Kubectl(ctx, "-n", "meshnet", "rollout", "status", "daemonset/meshnetd", "--timeout=180s"); err != nil {
 		return errors.Join(err, c.describe(ctx, "meshnet"))
 	}

@@ -93,30 +93,21 @@ func serveReal(ctx context.Context, cfg Config, f *topofile.File) (err error) {
 
 // startCluster starts the real nodes of cfg with meshnet installed from
 // cfg.Overlay and cfg.Namespace made; the caller closes it.
-func startCluster(ctx context.Context, cfg Config) (_ *kubecluster.Cluster, err error) {
+func startCluster(ctx context.Context, cfg Config) (*kubecluster.Cluster, error) {
 	busybox := cfg.Busybox
 	if busybox == "" {
 		busybox = "/bin/busybox"
 	}
 	c, err := kubecluster.New(ctx, kubecluster.Options{
-		Dir: cfg.Dir, Prefix: NetnsPrefix, Nodes: cfg.Nodes, MeshnetImage: "meshnet:dev", Log: cfg.Log,
+		Dir: cfg.Dir, Prefix: NetnsPrefix, Nodes: cfg.Nodes, MeshnetImage: "meshnet:dev", Overlay: cfg.Overlay, Log: cfg.Log,
 		Binaries: kubecluster.Binaries{Assets: cfg.Assets, CNI: cfg.BinDir, Meshnet: cfg.BinDir,
 			Pause: filepath.Join(cfg.BinDir, "pause"), Busybox: busybox},
 	})
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, c.Close())
-		}
-	}()
-	if err := c.Install(ctx, cfg.Overlay); err != nil {
-		return nil, fmt.Errorf("install meshnet from %s: %w", cfg.Overlay, err)
-	}
-	cfg.Log.Info("meshnet installed", "overlay", cfg.Overlay)
 	if err := c.Namespace(ctx, cfg.Namespace); err != nil {
-		return nil, err
+		return nil, errors.Join(err, c.Close())
 	}
 	return c, nil
 }
