@@ -57,6 +57,7 @@ import (
 	"github.com/meshnet/meshnet/internal/meshnetd/topotrack"
 	"github.com/meshnet/meshnet/internal/meshnetd/wiring"
 	"github.com/meshnet/meshnet/internal/partition"
+	"github.com/meshnet/meshnet/internal/shaping"
 )
 
 // Config is meshnetd's configuration, one field a flag.
@@ -376,6 +377,7 @@ func newLinkOwners(cfg Config, k *kube, store *podstore.Store, w *watches, pool 
 		Forget:  func(k podstore.Key) error { return linkSrv.Forget(k) },
 		Changed: func(k podstore.Key) { linkSrv.Touch(k) },
 		Hold:    func(k podstore.Key) func() { return linkSrv.Hold(k) },
+		Shape:   func(k podstore.Key, specs map[string]shaping.Spec) map[string]error { return linkSrv.Shape(k, specs) },
 	})
 	if err != nil {
 		return nil, nil, err

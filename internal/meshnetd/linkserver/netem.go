@@ -2,7 +2,12 @@ package linkserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
+
+	"google.golang.org/grpc/status"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/internal/meshnetd/podstore"
@@ -44,6 +49,53 @@ func (s *Server) ClearNetem(ctx context.Context, req *meshnetv1.ClearNetemReques
 		return nil, err
 	}
 	return &meshnetv1.ClearNetemResponse{Link: ls}, nil
+}
+
+// Shape makes each spec the egress shaping of an interface of pod k, as the
+// wiring shapes the links it makes (CNI ADD, a link added to a running
+// pod, a far end): the path SetNetem and ApplyPod take, so the
+// distribution, which the kernel does not report, is recorded whoever
+// shaped the link, and one record write serves all of a pod's links. A
+// qdisc that already reads back as its spec is left alone. It returns why
+// each interface that failed was not shaped.
+func (s *Server) Shape(k podstore.Key, specs map[string]shaping.Spec) map[string]error {
+	errs := map[string]error{}
+	fail := func(err error) map[string]error {
+		for intf := range specs {
+			errs[intf] = err
+		}
+		return errs
+	}
+	p, ok := s.pods.Get(k)
+	if !ok {
+		return fail(fmt.Errorf("pod %s is not wired on node %s", k, s.node))
+	}
+	intfs := slices.Sorted(maps.Keys(specs))
+	defer s.lockPod(k, intfs)()
+	st, err := s.records.load(p)
+	if err != nil {
+		return fail(err)
+	}
+	n, err := openPod(p)
+	if err != nil {
+		return fail(errors.New(status.Convert(err).Message()))
+	}
+	defer n.Close()
+	changed := false
+	for _, intf := range intfs {
+		c, err := s.applyNetem(n, &st, p, intf, specs[intf], true)
+		changed = changed || c
+		if err != nil {
+			errs[intf] = err
+		}
+	}
+	if changed {
+		defer s.watch.Touch(k)
+		if err := s.saveRecord(p, st); err != nil {
+			return fail(err)
+		}
+	}
+	return errs
 }
 
 // applyNetem makes spec intf's shaping. With skipSame, a qdisc that already

@@ -20,6 +20,7 @@ import (
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/internal/meshnetd/links"
 	"github.com/meshnet/meshnet/internal/meshnetd/linkserver/linkservertest"
+	"github.com/meshnet/meshnet/internal/meshnetd/podstore"
 	"github.com/meshnet/meshnet/internal/netem"
 	"github.com/meshnet/meshnet/internal/shaping"
 )
@@ -242,5 +243,54 @@ func addTbf(t *testing.T, n *links.Netns, dev string) {
 	}
 	if err := h.QdiscAdd(tbf); err != nil {
 		t.Fatalf("add tbf on %s: %v", dev, err)
+	}
+}
+
+// TestVMShapeAsWired shapes links as the wiring does at CNI ADD (Shape)
+// and checks what the controller's next ApplyPod of the same netem finds:
+// the kernel's qdisc and the recorded distribution, which the kernel does not
+// report, so the apply changes nothing. A failed interface fails alone.
+func TestVMShapeAsWired(t *testing.T) {
+	lab, r1, _ := twoPods(t)
+	st := linkservertest.Start(t, linkservertest.Options{Pods: lab.Store})
+	c := st.Client(t, "")
+	ctx := context.Background()
+	spec := shaping.Spec{Delay: 30 * time.Millisecond, Jitter: 5 * time.Millisecond, Distribution: shaping.DistributionPareto}
+	k := podstore.Key{Namespace: ns, Name: "r1"}
+	errs := st.Server.Shape(k, map[string]shaping.Spec{"eth1": spec, "eth9": spec})
+	if errs["eth1"] != nil || errs["eth9"] == nil {
+		t.Fatalf("Shape eth1 and a missing eth9: %v, want eth9's error alone", errs)
+	}
+	if _, rtt := pings(t, r1, "10.0.0.2", 5); rtt < 25*time.Millisecond {
+		t.Fatalf("round trip %v with 30 ms of delay on r1's eth1", rtt)
+	}
+	gl, err := c.GetLink(ctx, &meshnetv1.GetLinkRequest{Namespace: ns, Pod: "r1", Interface: "eth1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := gl.GetLink().GetNetem(); n.GetDelay().AsDuration() != 30*time.Millisecond || n.GetDistribution() != meshnetv1.NetemDistribution_NETEM_DISTRIBUTION_PARETO {
+		t.Fatalf("GetLink after Shape: netem %v, want 30ms with the pareto distribution", n)
+	}
+	handle := qdisc(t, r1, "eth1").Handle
+
+	w := linkservertest.Watch(t, r1)
+	if errs := st.Server.Shape(k, map[string]shaping.Spec{"eth1": spec}); errs["eth1"] != nil {
+		t.Fatal(errs["eth1"])
+	}
+	_, err = c.ApplyPod(ctx, &meshnetv1.ApplyPodRequest{Namespace: ns, Pod: "r1", Generation: 1, Links: []*meshnetv1.LinkSpec{{
+		Interface: "eth1", Netem: &meshnetv1.NetemSpec{Delay: durationpb.New(30 * time.Millisecond), Jitter: durationpb.New(5 * time.Millisecond),
+			Distribution: meshnetv1.NetemDistribution_NETEM_DISTRIBUTION_PARETO},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen := w.Stop(); len(seen) != 0 {
+		t.Fatalf("Shape again and ApplyPod of the netem Shape made changed the kernel: %v", seen)
+	}
+	if h := qdisc(t, r1, "eth1").Handle; h != handle {
+		t.Fatalf("qdisc handle %x after Shape again and ApplyPod, was %x", h, handle)
+	}
+	if errs := st.Server.Shape(podstore.Key{Namespace: ns, Name: "r9"}, map[string]shaping.Spec{"eth1": spec}); errs["eth1"] == nil {
+		t.Fatal("Shape of a pod not wired here: no error")
 	}
 }

@@ -137,6 +137,7 @@ type wiredSet struct {
 func (w *Wirer) wireLinks(ctx context.Context, p pod, ls []v1beta1.Link, log *slog.Logger) wiredSet {
 	s := wiredSet{records: map[int]podstore.Link{}}
 	vethPeers := map[podstore.Key]map[int]bool{}
+	var shape []shapeEnd
 	for i, l := range ls {
 		if ctx.Err() != nil {
 			// The caller is gone (the plugin's 2 minutes are up, or the
@@ -156,6 +157,7 @@ func (w *Wirer) wireLinks(ctx context.Context, p pod, ls []v1beta1.Link, log *sl
 		}
 		s.records[l.UID] = wd.record
 		s.results = append(s.results, wd.result)
+		shape = append(shape, wd.shape...)
 		if wd.remote != nil {
 			s.remotes = append(s.remotes, wd)
 		}
@@ -166,6 +168,7 @@ func (w *Wirer) wireLinks(ctx context.Context, p pod, ls []v1beta1.Link, log *sl
 			vethPeers[*peer][l.UID] = true
 		}
 	}
+	w.shapeEnds(shape)
 	for peer, uids := range vethPeers {
 		if err := w.updateRecord(peer, func(pp *podstore.Pod) {
 			for i := range pp.Links {

@@ -8,15 +8,13 @@ import (
 	"net/netip"
 	"slices"
 
-	"github.com/vishvananda/netns"
-
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/meshnetd/linklock"
 	"github.com/meshnet/meshnet/internal/meshnetd/links"
 	"github.com/meshnet/meshnet/internal/meshnetd/podstore"
-	"github.com/meshnet/meshnet/internal/netem"
 	"github.com/meshnet/meshnet/internal/netemconv"
+	"github.com/meshnet/meshnet/internal/shaping"
 )
 
 // kindOf is how a link is made, as far as its spec alone tells: a link to
@@ -85,6 +83,9 @@ type wired struct {
 	// vethPeer is the pod on this node at the veth's other end, whose
 	// record must name the link a veth (wireLinks writes it).
 	vethPeer *podstore.Key
+	// shape are the link ends made, to shape as their Topologies say once
+	// the pod's links are made (shapeEnds).
+	shape []shapeEnd
 }
 
 // wireLink makes this pod's end of l, and the peer's end of a veth.
@@ -155,8 +156,7 @@ func (w *Wirer) wirePhy(p pod, l v1beta1.Link, self links.End, res *meshnetv1.Li
 	rec.VNI, rec.PeerNodeIP, rec.UDPPort = uint32(o.VNI), remote.String(), x.Port
 	log.Info("physical peer wired", "result", r, "vni", o.VNI, "remote_vtep", remote)
 	res.Kind, res.Phase = rec.Kind.Proto(), meshnetv1.LinkPhase_LINK_PHASE_READY
-	w.applyNetem(p, l)
-	return wired{result: res, record: rec}, nil
+	return wired{result: res, record: rec, shape: []shapeEnd{{p.key, l}}}, nil
 }
 
 // wireMacvlan makes the pod's end of a macvlan on a host NIC.
@@ -169,8 +169,7 @@ func (w *Wirer) wireMacvlan(p pod, l v1beta1.Link, self links.End, res *meshnetv
 	}
 	log.Info("macvlan wired", "result", r, "parent", l.PeerIntf)
 	res.Kind, res.Phase = rec.Kind.Proto(), meshnetv1.LinkPhase_LINK_PHASE_READY
-	w.applyNetem(p, l)
-	return wired{result: res, record: rec}, nil
+	return wired{result: res, record: rec, shape: []shapeEnd{{p.key, l}}}, nil
 }
 
 // wireVXLAN makes this end of a VXLAN between two nodes with the first of
@@ -201,7 +200,6 @@ func (w *Wirer) wireVXLAN(p pod, l v1beta1.Link, self links.End, peerNode string
 	vni := x.VNI
 	rec.Kind, rec.VNI, rec.PeerNodeIP = v1beta1.LinkKindVXLAN, vni, peerIP.String()
 	log.Info("vxlan end wired", "result", r, "vni", vni, "remote_vtep", peerIP, "peer_node", peerNode)
-	w.applyNetem(p, l)
 	req := &meshnetv1.CreateRemoteEndRequest{
 		End:  &meshnetv1.LinkEnd{Pod: &meshnetv1.PodRef{Namespace: p.key.Namespace, Name: l.PeerPod}, Interface: l.PeerIntf, Uid: uint32(l.UID)},
 		Peer: &meshnetv1.LinkEnd{Pod: &meshnetv1.PodRef{Namespace: p.key.Namespace, Name: p.key.Name}, Interface: l.LocalIntf, Uid: uint32(l.UID)},
@@ -213,7 +211,7 @@ func (w *Wirer) wireVXLAN(p pod, l v1beta1.Link, self links.End, peerNode string
 	if l.MTU != nil {
 		req.Mtu = uint32(*l.MTU)
 	}
-	return wired{result: res, record: rec, remote: req, peerIP: peerIP}, nil
+	return wired{result: res, record: rec, remote: req, peerIP: peerIP, shape: []shapeEnd{{p.key, l}}}, nil
 }
 
 // recordedVNI is the VNI this node gave link uid of pod k, 0 for none.
@@ -280,13 +278,11 @@ func (w *Wirer) wireVeth(ctx context.Context, p pod, l v1beta1.Link, self links.
 	}
 	log.Info("veth wired", "result", r, "peer", peerKey.String())
 	res.Phase = meshnetv1.LinkPhase_LINK_PHASE_READY
-	w.applyNetem(p, l)
-	if pt != nil {
-		if pl := pt.Link(l.UID); pl != nil {
-			w.applyNetem(pod{key: peerKey, ns: peerNS, topo: pt}, *pl)
-		}
+	shape := []shapeEnd{{p.key, l}}
+	if pl := pt.Link(l.UID); pl != nil {
+		shape = append(shape, shapeEnd{peerKey, *pl})
 	}
-	return wired{result: res, record: rec, vethPeer: &peerKey}, nil
+	return wired{result: res, record: rec, vethPeer: &peerKey, shape: shape}, nil
 }
 
 func udpPort(o *v1beta1.LinkOptions) uint16 {
@@ -296,39 +292,63 @@ func udpPort(o *v1beta1.LinkOptions) uint16 {
 	return v1beta1.DefaultVXLANPort
 }
 
-// applyNetem shapes the link's egress as its spec says, and records why
-// when it cannot: shaping is never silently ignored, the Topology status
-// shows the error and the link stays unshaped.
-func (w *Wirer) applyNetem(p pod, l v1beta1.Link) {
-	if l.Netem == nil {
-		w.setLastErr(p.key, l.UID, "")
-		return
-	}
-	err := w.netem(p.ns.Path(), l)
-	if err != nil {
-		msg := "netem not applied: " + err.Error()
-		w.log.Warn("netem not applied", "pod", p.key.String(), "link", l.UID, "intf", l.LocalIntf, "error", err)
-		w.setLastErr(p.key, l.UID, msg)
-		return
-	}
-	w.setLastErr(p.key, l.UID, "")
+// shapeEnd is a link end made, with its Topology's link.
+type shapeEnd struct {
+	pod  podstore.Key
+	link v1beta1.Link
 }
 
-func (w *Wirer) netem(nsPath string, l v1beta1.Link) error {
-	spec, err := netemconv.FromTopology(l.Netem)
-	if err != nil {
-		return err
+// shapeEnds shapes each end's egress as its link's netem says, through the
+// link server (Config.Shape), once per pod, and records why when it cannot:
+// shaping is never silently ignored, the Topology status shows the error
+// and the link stays unshaped.
+func (w *Wirer) shapeEnds(ends []shapeEnd) {
+	type want struct {
+		uids  map[string]int
+		specs map[string]shaping.Spec
 	}
-	h, err := netns.GetFromPath(nsPath)
-	if err != nil {
-		return fmt.Errorf("open netns %s: %w", nsPath, err)
-	}
-	defer h.Close()
-	if err := netem.Apply(h, l.LocalIntf, spec); err != nil {
-		if errors.Is(err, netem.ErrNoNetem) {
-			return netem.ErrNoNetem
+	pods := map[podstore.Key]*want{}
+	var order []podstore.Key
+	for _, e := range ends {
+		if e.link.Netem == nil {
+			w.setLastErr(e.pod, e.link.UID, "")
+			continue
 		}
-		return err
+		spec, err := netemconv.FromTopology(e.link.Netem)
+		if err != nil {
+			w.netemFailed(e.pod, e.link, err)
+			continue
+		}
+		p := pods[e.pod]
+		if p == nil {
+			p = &want{uids: map[string]int{}, specs: map[string]shaping.Spec{}}
+			pods[e.pod] = p
+			order = append(order, e.pod)
+		}
+		p.uids[e.link.LocalIntf], p.specs[e.link.LocalIntf] = e.link.UID, spec
 	}
-	return nil
+	for _, k := range order {
+		p := pods[k]
+		var errs map[string]error
+		if w.cfg.Shape == nil {
+			errs = map[string]error{}
+			for intf := range p.specs {
+				errs[intf] = errors.New("this meshnetd shapes no link")
+			}
+		} else {
+			errs = w.cfg.Shape(k, p.specs)
+		}
+		for intf, uid := range p.uids {
+			if err := errs[intf]; err != nil {
+				w.netemFailed(k, v1beta1.Link{UID: uid, LocalIntf: intf}, err)
+				continue
+			}
+			w.setLastErr(k, uid, "")
+		}
+	}
+}
+
+func (w *Wirer) netemFailed(k podstore.Key, l v1beta1.Link, err error) {
+	w.log.Warn("netem not applied", "pod", k.String(), "link", l.UID, "intf", l.LocalIntf, "error", err)
+	w.setLastErr(k, l.UID, "netem not applied: "+err.Error())
 }

@@ -94,7 +94,7 @@ func (s peerServer) CreateRemoteEnd(ctx context.Context, req *meshnetv1.CreateRe
 		return nil, status.Errorf(code, "pod %s link %d: %v", k, uid, err)
 	}
 	log.Info("vxlan end wired for peer", "result", r, "vni", vni, "remote_vtep", remote, "peer", peer.GetName())
-	w.applyNetem(pod{key: k, ns: ns, topo: topo}, *l)
+	w.shapeEnds([]shapeEnd{{k, *l}})
 	if err := w.updateRecord(k, func(p *podstore.Pod) {
 		for i := range p.Links {
 			if p.Links[i].UID == uid {

@@ -36,6 +36,7 @@ import (
 	"github.com/meshnet/meshnet/internal/meshnetd/linklock"
 	"github.com/meshnet/meshnet/internal/meshnetd/links"
 	"github.com/meshnet/meshnet/internal/meshnetd/podstore"
+	"github.com/meshnet/meshnet/internal/shaping"
 )
 
 // Config is what a Wirer needs from the daemon.
@@ -82,7 +83,12 @@ type Config struct {
 	// a pod of thousands of links costs more than its wiring. nil holds
 	// nothing.
 	Hold func(podstore.Key) (release func())
-	Log  *slog.Logger
+	// Shape makes each spec the egress shaping of an interface of a pod
+	// wired here, and returns why it could not for each that failed:
+	// linkserver.Server.Shape, the one path netem takes into the kernel.
+	// nil shapes nothing, and each link with netem says so.
+	Shape func(pod podstore.Key, specs map[string]shaping.Spec) map[string]error
+	Log   *slog.Logger
 }
 
 // Getter reads one object, NotFound when it does not hold it; a
