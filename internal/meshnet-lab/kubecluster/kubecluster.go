@@ -200,17 +200,9 @@ func New(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err := <-regDone; err != nil {
 		return c, err
 	}
-	errs := make([]error, opts.Nodes)
-	for i := range opts.Nodes {
-		n, err := c.newNode(i)
-		if err != nil {
-			return c, err
-		}
-		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = n.Start() }()
-	}
+	err = c.startNodes()
 	wg.Wait()
-	if err := errors.Join(append(errs, applyErr)...); err != nil {
+	if err := errors.Join(err, applyErr); err != nil {
 		return c, err
 	}
 	if err := c.waitNodesReady(ctx); err != nil {
@@ -224,6 +216,22 @@ func New(ctx context.Context, opts Options) (c *Cluster, err error) {
 		c.log.Info("meshnet installed", "overlay", opts.Overlay, "took", time.Since(start).Round(time.Millisecond))
 	}
 	return c, nil
+}
+
+// startNodes starts every node at once.
+func (c *Cluster) startNodes() error {
+	var wg sync.WaitGroup
+	errs := make([]error, c.opts.Nodes)
+	for i := range c.opts.Nodes {
+		n, err := c.newNode(i)
+		if err != nil {
+			wg.Wait()
+			return err
+		}
+		wg.Go(func() { errs[i] = n.Start() })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func (b Binaries) check() error {
