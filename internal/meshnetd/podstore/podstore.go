@@ -43,6 +43,10 @@ type Link struct {
 	VNI        uint32 `json:"vni,omitempty"`
 	// UDPPort is a physical peer's VXLAN port; 0 means v1beta1.DefaultVXLANPort.
 	UDPPort uint16 `json:"udp_port,omitempty"`
+	// FarEndOwed is set on a VXLAN link whose far end the peer's node has not
+	// made when asked (it did not answer, or did not know the peer yet):
+	// the pod's next sync asks again, as nothing else would.
+	FarEndOwed bool `json:"far_end_owed,omitempty"`
 }
 
 // Key names a pod.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 
@@ -94,7 +95,9 @@ func (s cniServer) SetupPod(ctx context.Context, req *meshnetv1.SetupPodRequest)
 	}); err != nil {
 		failed = append(failed, err)
 	}
-	w.createRemoteEnds(ctx, k, remotes)
+	if err := w.settleFarEnds(k, cni.GetContainerId(), w.createRemoteEnds(ctx, k, remotes)); err != nil {
+		failed = append(failed, err)
+	}
 	w.status.Add(k) // the sandbox fields
 	if len(failed) > 0 {
 		err := utilerrors.NewAggregate(failed)
@@ -201,11 +204,16 @@ func (w *Wirer) putRecord(p podstore.Pod) error {
 const remoteCallsInFlight = 32
 
 // createRemoteEnds asks the peers' nodes, remoteCallsInFlight calls at a
-// time, for their ends of this pod's VXLAN links. A peer that is not wired
-// on its node yet, or a node that does not answer, leaves the link
-// pending: the peer's own ADD makes its end.
-func (w *Wirer) createRemoteEnds(ctx context.Context, k podstore.Key, remotes []wired) {
-	var wg sync.WaitGroup
+// time, for their ends of this pod's VXLAN links, and returns, by link uid,
+// whether each far end is still owed: a peer that is not wired on its node
+// yet, or a node that does not answer, leaves the link pending, and the
+// pod's next sync asks again (settleFarEnds records which).
+func (w *Wirer) createRemoteEnds(ctx context.Context, k podstore.Key, remotes []wired) map[int]bool {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		owed = make(map[int]bool, len(remotes))
+	)
 	slots := make(chan struct{}, remoteCallsInFlight)
 	for _, r := range remotes {
 		if ctx.Err() != nil {
@@ -220,6 +228,9 @@ func (w *Wirer) createRemoteEnds(ctx context.Context, k podstore.Key, remotes []
 				_, err := c.CreateRemoteEnd(ctx, r.remote)
 				return err
 			})
+			mu.Lock()
+			owed[int(res.Uid)] = err != nil
+			mu.Unlock()
 			switch st := status.Convert(err); {
 			case err == nil:
 				res.Phase = meshnetv1.LinkPhase_LINK_PHASE_READY
@@ -232,6 +243,30 @@ func (w *Wirer) createRemoteEnds(ctx context.Context, k podstore.Key, remotes []
 		})
 	}
 	wg.Wait()
+	return owed
+}
+
+// settleFarEnds records, in the record of pod k's sandbox containerID,
+// which far ends are still owed (createRemoteEnds); a record that already
+// says so for each is not written again.
+func (w *Wirer) settleFarEnds(k podstore.Key, containerID string, owed map[int]bool) error {
+	rec, ok := w.cfg.Store.Get(k)
+	if !ok || rec.ContainerID != containerID {
+		return nil
+	}
+	if !slices.ContainsFunc(rec.Links, func(l podstore.Link) bool { o, asked := owed[l.UID]; return asked && l.FarEndOwed != o }) {
+		return nil
+	}
+	return w.updateRecord(k, func(p *podstore.Pod) {
+		if p.ContainerID != containerID {
+			return
+		}
+		for i, l := range p.Links {
+			if o, asked := owed[l.UID]; asked && l.Kind == v1beta1.LinkKindVXLAN {
+				p.Links[i].FarEndOwed = o
+			}
+		}
+	})
 }
 
 // TeardownPod is CNI DEL: it removes the pod's ends and the remote ends of

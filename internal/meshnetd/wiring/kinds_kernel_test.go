@@ -6,9 +6,13 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -116,6 +120,102 @@ func TestKernelPeerLeavingIsNotWiredAgain(t *testing.T) {
 		t.Fatalf("r2 has %v after r1's next ADD, want lo, e1 and e2", names)
 	}
 	ping(t, r2, "10.0.8.1")
+}
+
+// TestKernelFarEndsWhileAPeerNodeIsAway: node b's meshnetd is stopped at
+// r1's DEL, so r2's end of their VXLAN stays; once it is back and r1's Pod
+// is gone, the next pass of r2 removes that end (the link waits for r1's
+// next pod) and leaves the link to r3, whose Pod is there, alone. Stopped
+// again at the ADD of r1's next pod, node b owes r2's end: the next pass of
+// r1 once it is back asks again, and the link pings.
+func TestKernelFarEndsWhileAPeerNodeIsAway(t *testing.T) {
+	lab := labnet.New(t, bins)
+	a := lab.AddNode("node-a", "eth0")
+	b := lab.AddNode("node-b", "eth0")
+	lab.Namespace("lab")
+	topology(t, lab, "lab", "r1", link(1, "r2", "e1", "e1", "10.0.9.1/30", ""))
+	topology(t, lab, "lab", "r2", link(1, "r1", "e1", "e1", "10.0.9.2/30", ""), link(2, "r3", "e2", "e1", "10.0.9.5/30", ""))
+	topology(t, lab, "lab", "r3", link(2, "r2", "e1", "e2", "10.0.9.6/30", ""))
+	r1, r2, r3 := lab.AddPod(a, "lab", "r1"), lab.AddPod(b, "lab", "r2"), lab.AddPod(a, "lab", "r3")
+	for _, p := range []*labnet.Pod{r1, r2, r3} {
+		cni(t, p, "ADD")
+	}
+	ping(t, r2, "10.0.9.1")
+	ping(t, r2, "10.0.9.6")
+	ctx := context.Background()
+
+	b.Stop()
+	cni(t, r1, "DEL")
+	if names, _ := labnet.Links(r2.Netns); len(names) != 3 {
+		t.Fatalf("r2 has %v after r1's DEL with node b's meshnetd stopped, want lo, e1 and e2", names)
+	}
+	old := &corev1.Pod{}
+	if err := lab.Client.Get(ctx, client.ObjectKey{Namespace: "lab", Name: "r1"}, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := lab.Client.Delete(ctx, old, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	b.Start()
+	sync := func(n *labnet.Node, pod string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			_, err := lab.LinkClient(n).ApplyPod(ctx, &meshnetv1.ApplyPodRequest{Namespace: "lab", Pod: pod})
+			if err == nil {
+				return
+			}
+			if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+				t.Fatalf("ApplyPod %s: %v", pod, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	sync(b, "r2")
+	if names, _ := labnet.Links(r2.Netns); len(names) != 2 || !slices.Contains(names, "e2") {
+		t.Fatalf("r2 has %v after a pass with r1 gone, want lo and e2", names)
+	}
+	if !strings.Contains(b.Log(), "far end of a pod that is gone removed") {
+		t.Errorf("node b's log does not say why e1 went:\n%s", b.Log())
+	}
+	ping(t, r2, "10.0.9.6")
+	sync(b, "r2") // nothing left to remove, nothing made again
+	if names, _ := labnet.Links(r2.Netns); len(names) != 2 {
+		t.Fatalf("r2 has %v after a second pass, want lo and e2", names)
+	}
+
+	b.Stop()
+	next := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: "r1"}, Spec: old.Spec}
+	if err := lab.Client.Create(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	next.Status = corev1.PodStatus{Phase: corev1.PodPending, HostIP: a.IP.String(), HostIPs: []corev1.HostIP{{IP: a.IP.String()}}}
+	if err := lab.Client.Status().Update(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	cni(t, r1, "ADD")
+	if names, _ := labnet.Links(r2.Netns); len(names) != 2 {
+		t.Fatalf("r2 has %v after r1's next ADD with node b's meshnetd stopped, want lo and e2", names)
+	}
+	b.Start()
+	// gRPC waits out its backoff before it dials node b again: the
+	// controller's passes come every 30 s; these, until the end is made.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		sync(a, "r1")
+		if names, _ := labnet.Links(r2.Netns); len(names) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			names, _ := labnet.Links(r2.Netns)
+			t.Fatalf("r2 has %v 15 s after node b's meshnetd came back, want lo, e1 and e2", names)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	ping(t, r2, "10.0.9.1")
+	if !strings.Contains(a.Log(), "far end not made by its node yet: asking again") {
+		t.Errorf("node a's log does not say it asked for r2's end again:\n%s", a.Log())
+	}
 }
 
 // TestKernelPhysicalPeer links a pod to a physical device's VTEP (a

@@ -141,20 +141,24 @@ func (s peerServer) DeleteRemoteEnd(ctx context.Context, req *meshnetv1.DeleteRe
 		return nil, status.Errorf(codes.Internal, "pod %s: %v", k, err)
 	}
 	w.log.Info("vxlan end removed for peer", "pod", k.String(), "link", req.GetEnd().GetUid(), "intf", intf, "vni", d.VNI)
-	// The link waits for its peer's next pod again, as before its peer's
-	// ADD: recorded as wired, a sync would find it lost and make it again,
-	// to a pod that is gone.
-	uid := int(req.GetEnd().GetUid())
-	if err := w.updateRecord(k, func(p *podstore.Pod) {
-		for i, l := range p.Links {
-			if l.UID == uid && l.LocalIntf == intf && l.Kind == v1beta1.LinkKindVXLAN && (l.VNI == 0 || l.VNI == d.VNI) {
-				p.Links[i].Kind, p.Links[i].VNI, p.Links[i].PeerNodeIP = "", 0, ""
-			}
-		}
-	}); err != nil {
+	if err := w.endWaits(k, int(req.GetEnd().GetUid()), intf, d.VNI); err != nil {
 		return nil, status.Errorf(codes.Internal, "pod %s: %v", k, err)
 	}
 	return &meshnetv1.DeleteRemoteEndResponse{}, nil
+}
+
+// endWaits records that link uid of pod k, whose VXLAN end with vni was
+// removed as its peer pod went, waits for its peer's next pod again, as
+// before its peer's ADD: recorded as wired, a sync would find it lost and
+// make it again, to a pod that is gone.
+func (w *Wirer) endWaits(k podstore.Key, uid int, intf string, vni uint32) error {
+	return w.updateRecord(k, func(p *podstore.Pod) {
+		for i, l := range p.Links {
+			if l.UID == uid && l.LocalIntf == intf && l.Kind == v1beta1.LinkKindVXLAN && (l.VNI == 0 || l.VNI == vni) {
+				p.Links[i].Kind, p.Links[i].VNI, p.Links[i].PeerNodeIP, p.Links[i].FarEndOwed = "", 0, "", false
+			}
+		}
+	})
 }
 
 // linkStatus is an end as the kernel has it, in the API's terms.

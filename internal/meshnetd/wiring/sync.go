@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -70,13 +73,23 @@ func (w *Wirer) SyncLinks(ctx context.Context, k podstore.Key, generation int64)
 		return fmt.Errorf("pod %s: %w", k, err)
 	}
 	defer ns.Close()
+	if n, err := w.dropOrphanEnds(ctx, k, ns, rec, log); err != nil {
+		return err
+	} else if n > 0 {
+		if rec, ok = w.cfg.Store.Get(k); !ok {
+			return nil
+		}
+	}
 	names, err := links.Names(ns)
 	if err != nil {
 		return fmt.Errorf("pod %s: %w", k, err)
 	}
-	add, drop, lost := linkChanges(rec.Links, want, names)
+	add, drop, lost, owed := linkChanges(rec.Links, want, names)
 	for _, l := range lost {
 		log.Warn("link lost from the pod's network namespace: wiring it again", "link", l.UID, "intf", l.LocalIntf, "peer", l.PeerPod)
+	}
+	for _, l := range owed {
+		log.Info("far end not made by its node yet: asking again", "link", l.UID, "intf", l.LocalIntf, "peer", l.PeerPod)
 	}
 	if len(add) == 0 && len(drop) == 0 {
 		return nil
@@ -88,8 +101,16 @@ func (w *Wirer) SyncLinks(ctx context.Context, k podstore.Key, generation int64)
 	failed = append(failed, ws.failed...)
 	wiredLinks := ws.records
 	for _, l := range add {
-		if r, ok := wiredLinks[l.UID]; ok {
+		if r, ok := wiredLinks[l.UID]; ok && !slices.ContainsFunc(owed, func(o v1beta1.Link) bool { return o.UID == l.UID }) {
 			log.Info("link added to a running pod", "link", l.UID, "intf", l.LocalIntf, "peer", l.PeerPod, "kind", r.Kind)
+		}
+	}
+	// A far end is owed until its node made it: recorded before asking, so
+	// that a crash in between leaves it owed, not forgotten.
+	for _, r := range ws.remotes {
+		if l, ok := wiredLinks[int(r.result.Uid)]; ok {
+			l.FarEndOwed = true
+			wiredLinks[l.UID] = l
 		}
 	}
 	if err := w.updateRecord(k, func(pp *podstore.Pod) {
@@ -111,7 +132,9 @@ func (w *Wirer) SyncLinks(ctx context.Context, k podstore.Key, generation int64)
 	}); err != nil {
 		failed = append(failed, err)
 	}
-	w.createRemoteEnds(ctx, k, ws.remotes)
+	if err := w.settleFarEnds(k, rec.ContainerID, w.createRemoteEnds(ctx, k, ws.remotes)); err != nil {
+		failed = append(failed, err)
+	}
 	if len(failed) > 0 {
 		return fmt.Errorf("pod %s: %d of %d link changes failed: %w", k, len(failed), len(add)+len(drop), utilerrors.NewAggregate(failed))
 	}
@@ -124,7 +147,7 @@ func (w *Wirer) SyncLinks(ctx context.Context, k podstore.Key, generation int64)
 // between the kernel's change and the record's, or an ip link delete) and
 // the recorded links to remove (gone, or changed). lost are those of add
 // that were lost.
-func linkChanges(have []podstore.Link, want []v1beta1.Link, names map[string]bool) (add []v1beta1.Link, drop []podstore.Link, lost []v1beta1.Link) {
+func linkChanges(have []podstore.Link, want []v1beta1.Link, names map[string]bool) (add []v1beta1.Link, drop []podstore.Link, lost, owed []v1beta1.Link) {
 	byUID := map[int]v1beta1.Link{}
 	for _, l := range want {
 		byUID[l.UID] = l
@@ -145,9 +168,13 @@ func linkChanges(have []podstore.Link, want []v1beta1.Link, names map[string]boo
 			// Wired once (a link waiting for its peer has no kind, and
 			// no interface yet), gone since.
 			add, lost = append(add, l), append(lost, l)
+		case h.Kind == v1beta1.LinkKindVXLAN && h.FarEndOwed:
+			// This end is there; wired again, it is left as it is and
+			// its far end asked for again.
+			add, owed = append(add, l), append(owed, l)
 		}
 	}
-	return add, drop, lost
+	return add, drop, lost, owed
 }
 
 // same tells whether recorded link h is l as the Topology has it now.
@@ -220,4 +247,64 @@ func (w *Wirer) deleteLocalEnd(k podstore.Key, ns *links.Netns, l podstore.Link)
 	}
 	remote = !peerLocal && (l.Kind == v1beta1.LinkKindVXLAN || l.Kind == "")
 	return remote, nil
+}
+
+// dropOrphanEnds removes the pod's VXLAN ends whose peer pod is gone, and
+// returns how many. The peer's DEL removes its far end through this node
+// (DeleteRemoteEnd), but not when this node did not answer then (meshnetd
+// restarting, the node unreachable), and nothing else would: the end would
+// stay, with carrier, pointing at a pod that is gone. A peer the namespace
+// cache has, in any state, keeps its end; a miss is confirmed with the API
+// server under the end's lock, which a new peer pod's ADD takes too
+// (CreateRemoteEnd) and which only comes once that pod exists, so an end
+// made for a new peer is never removed. The link then waits for its peer's
+// next pod, as DeleteRemoteEnd leaves it.
+func (w *Wirer) dropOrphanEnds(ctx context.Context, k podstore.Key, ns *links.Netns, rec podstore.Pod, log *slog.Logger) (int, error) {
+	dropped := 0
+	// Whether each peer pod may be gone: a pod's many links share a few.
+	mayBeGone := map[string]bool{}
+	for _, l := range rec.Links {
+		if l.Kind != v1beta1.LinkKindVXLAN {
+			continue
+		}
+		peer := client.ObjectKey{Namespace: k.Namespace, Name: l.PeerPod}
+		gone, seen := mayBeGone[l.PeerPod]
+		if !seen {
+			_, local := w.cfg.Store.Get(podstore.Key{Namespace: peer.Namespace, Name: peer.Name})
+			// A peer the cache has (in any state), or an error: not
+			// known for sure to be gone.
+			gone = !local && apierrors.IsNotFound(w.cfg.Pods.Get(ctx, peer, &corev1.Pod{}, client.UnsafeDisableDeepCopy))
+			mayBeGone[l.PeerPod] = gone
+		}
+		if !gone {
+			continue
+		}
+		gone, err := w.dropIfPeerGone(ctx, k, ns, l, peer)
+		if err != nil {
+			return dropped, fmt.Errorf("pod %s: link %d (%s) to pod %s: %w", k, l.UID, l.LocalIntf, l.PeerPod, err)
+		}
+		if gone {
+			dropped++
+			log.Info("far end of a pod that is gone removed: the link waits for its peer's next pod", "link", l.UID, "intf", l.LocalIntf, "peer", l.PeerPod, "vni", l.VNI)
+		}
+	}
+	return dropped, nil
+}
+
+// dropIfPeerGone removes link l's end, under its lock, when the API server
+// has no peer pod and the end is still the one recorded (its VNI).
+func (w *Wirer) dropIfPeerGone(ctx context.Context, k podstore.Key, ns *links.Netns, l podstore.Link, peer client.ObjectKey) (bool, error) {
+	defer w.cfg.Locks.Lock(endKey(k, l.LocalIntf))()
+	err := w.cfg.Client.Get(ctx, peer, &corev1.Pod{})
+	if !apierrors.IsNotFound(err) {
+		return false, client.IgnoreNotFound(err)
+	}
+	d, ok, err := links.VXLANOf(w.node, ns, l.LocalIntf)
+	if err != nil || !ok || (l.VNI != 0 && d.VNI != l.VNI) {
+		return false, err
+	}
+	if err := links.Delete(ns, l.LocalIntf); err != nil {
+		return false, err
+	}
+	return true, w.endWaits(k, l.UID, l.LocalIntf, d.VNI)
 }
