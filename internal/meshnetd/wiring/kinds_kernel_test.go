@@ -107,14 +107,7 @@ func TestKernelPeerLeavingIsNotWiredAgain(t *testing.T) {
 	if err := lab.Client.Delete(ctx, old, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
-	next := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: "r1"}, Spec: old.Spec}
-	if err := lab.Client.Create(ctx, next); err != nil {
-		t.Fatal(err)
-	}
-	next.Status = corev1.PodStatus{Phase: corev1.PodPending, HostIP: a.IP.String(), HostIPs: []corev1.HostIP{{IP: a.IP.String()}}}
-	if err := lab.Client.Status().Update(ctx, next); err != nil {
-		t.Fatal(err)
-	}
+	nextPod(t, lab, old, a)
 	cni(t, r1, "ADD")
 	if names, _ := labnet.Links(r2.Netns); len(names) != 3 {
 		t.Fatalf("r2 has %v after r1's next ADD, want lo, e1 and e2", names)
@@ -185,14 +178,7 @@ func TestKernelFarEndsWhileAPeerNodeIsAway(t *testing.T) {
 	}
 
 	b.Stop()
-	next := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: "r1"}, Spec: old.Spec}
-	if err := lab.Client.Create(ctx, next); err != nil {
-		t.Fatal(err)
-	}
-	next.Status = corev1.PodStatus{Phase: corev1.PodPending, HostIP: a.IP.String(), HostIPs: []corev1.HostIP{{IP: a.IP.String()}}}
-	if err := lab.Client.Status().Update(ctx, next); err != nil {
-		t.Fatal(err)
-	}
+	nextPod(t, lab, old, a)
 	cni(t, r1, "ADD")
 	if names, _ := labnet.Links(r2.Netns); len(names) != 2 {
 		t.Fatalf("r2 has %v after r1's next ADD with node b's meshnetd stopped, want lo and e2", names)
@@ -215,6 +201,20 @@ func TestKernelFarEndsWhileAPeerNodeIsAway(t *testing.T) {
 	ping(t, r2, "10.0.9.1")
 	if !strings.Contains(a.Log(), "far end not made by its node yet: asking again") {
 		t.Errorf("node a's log does not say it asked for r2's end again:\n%s", a.Log())
+	}
+}
+
+// nextPod makes the Pod object of old's next pod, scheduled to node n.
+func nextPod(t *testing.T, lab *labnet.Lab, old *corev1.Pod, n *labnet.Node) {
+	t.Helper()
+	ctx := context.Background()
+	next := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: old.Namespace, Name: old.Name}, Spec: old.Spec}
+	if err := lab.Client.Create(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	next.Status = corev1.PodStatus{Phase: corev1.PodPending, HostIP: n.IP.String(), HostIPs: []corev1.HostIP{{IP: n.IP.String()}}}
+	if err := lab.Client.Status().Update(ctx, next); err != nil {
+		t.Fatal(err)
 	}
 }
 
