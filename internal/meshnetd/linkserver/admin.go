@@ -177,19 +177,16 @@ func (s *Server) SetEndStates(ctx context.Context, pod podstore.Key, states map[
 	}
 	var failed map[string]error
 	err = s.withPod(p, nil, func(n *podNetns, st *podRecord, devs map[string]links.Interface) (bool, error) {
+		if err := s.recordAdminAhead(p, st, devs, want); err != nil {
+			return false, err
+		}
 		var changed []string
 		changed, failed = changeAdmins(n, st, devs, want)
 		for _, intf := range changed {
 			out[intf] = EndResult{Changed: true}
 			s.log.Info("link admin state set", "pod", p.Key().String(), "link", intf, "node", s.node, "up", want[intf])
 		}
-		set := maps.Clone(want)
-		maps.DeleteFunc(set, func(intf string, _ bool) bool { return failed[intf] != nil })
-		followed, err := st.followAdmin(set)
-		if err != nil {
-			s.log.Warn("last apply not updated with the ends' states", "pod", p.Key().String(), "node", s.node, "error", err)
-		}
-		return len(changed) > 0 || followed, nil
+		return len(changed) > 0, nil
 	})
 	for intf := range want {
 		switch {
@@ -202,6 +199,29 @@ func (s *Server) SetEndStates(ctx context.Context, pod podstore.Key, states map[
 		}
 	}
 	return out
+}
+
+// recordAdminAhead writes the admin states about to be set (up by
+// interface) into the pod's last apply and saves it before the kernel is
+// changed: the kernel keeps what it was given across a daemon restart, and
+// a daemon killed between the kernel's change and the record's re-applied
+// the older state at its restart, taking a held link up for a moment. Only
+// the states the kernel does not have yet are written, and only when the
+// last apply does not have them either.
+func (s *Server) recordAdminAhead(p podstore.Pod, st *podRecord, devs map[string]links.Interface, up map[string]bool) error {
+	changing := maps.Clone(up)
+	maps.DeleteFunc(changing, func(intf string, u bool) bool { d, ok := devs[intf]; return ok && d.AdminUp == u })
+	ahead, err := st.followAdmin(changing)
+	if err != nil {
+		// A last apply that does not decode is replaced by the next
+		// apply that converges; the states are set all the same.
+		s.log.Warn("last apply not updated with the links' states", "pod", p.Key().String(), "node", s.node, "error", err)
+		return nil
+	}
+	if !ahead {
+		return nil
+	}
+	return s.saveRecord(p, *st)
 }
 
 // SetEndState is SetEndStates for one end, which it reads back: what

@@ -175,6 +175,9 @@ func (s *Server) applyLocal(ctx context.Context, v *violations, failed *[]error,
 			admin[pl.link.LocalIntf] = pl.spec.GetState() == meshnetv1.LinkState_LINK_STATE_UP
 		}
 	}
+	if err := s.recordAdminAhead(p, st, devs, admin); err != nil {
+		return changed, err
+	}
 	set, stateFailed := changeAdmins(n, st, devs, admin)
 	for _, intf := range set {
 		s.logChange(true, "link admin state set", p, "link", intf, "up", admin[intf])

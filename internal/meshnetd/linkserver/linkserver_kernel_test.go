@@ -4,7 +4,9 @@ package linkserver_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -19,6 +21,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
@@ -460,6 +465,87 @@ func TestKernelReapplyKeepsAPeersState(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitCarrier(t, r2, "eth1", true)
+}
+
+// TestKernelAdminStateRecordedBeforeTheKernel: the pod's last apply, which
+// a restarted meshnetd re-applies, has a link's new admin state before the
+// kernel does, for an ApplyPod and for a peer node's SetEndStates. Read at
+// the moment the kernel reports the change, the record had the older
+// state: a meshnetd killed in between brought a held link up at its
+// restart (the kernel tier's kill test, once in a CI run).
+func TestKernelAdminStateRecordedBeforeTheKernel(t *testing.T) {
+	lab, r1, _ := twoPods(t)
+	stateDir := filepath.Join(t.TempDir(), "state")
+	st := linkservertest.Start(t, linkservertest.Options{Pods: lab.Store, StateDir: stateDir})
+	ctx := context.Background()
+	apply := func(gen int64, state meshnetv1.LinkState) {
+		if _, err := st.Server.ApplyPod(ctx, &meshnetv1.ApplyPodRequest{Namespace: ns, Pod: "r1", Generation: gen,
+			Links: []*meshnetv1.LinkSpec{{Interface: "eth1", State: &state}}}); err != nil {
+			t.Errorf("ApplyPod generation %d: %v", gen, err)
+		}
+	}
+	apply(1, up)
+
+	// recordedAt returns, once r1's eth1 turns wantUp in the kernel, the
+	// state the record's last apply had for it at that moment.
+	recordedAt := func(wantUp bool, change func()) string {
+		t.Helper()
+		h, err := netns.GetFromPath(r1.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		updates, done := make(chan netlink.LinkUpdate, 64), make(chan struct{})
+		defer close(done)
+		if err := netlink.LinkSubscribeAt(h, updates, done); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		wg.Go(change)
+		timeout := time.After(5 * time.Second)
+		for {
+			select {
+			case u := <-updates:
+				if u.Attrs().Name != "eth1" || (u.Attrs().Flags&net.FlagUp != 0) != wantUp {
+					continue
+				}
+				data, err := os.ReadFile(filepath.Join(stateDir, ns+"_r1.json"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var rec struct {
+					Applied struct {
+						Links []struct{ Interface, State string } `json:"links"`
+					} `json:"applied"`
+				}
+				if err := json.Unmarshal(data, &rec); err != nil {
+					t.Fatal(err)
+				}
+				for _, l := range rec.Applied.Links {
+					if l.Interface == "eth1" {
+						return l.State
+					}
+				}
+				return ""
+			case <-timeout:
+				t.Fatalf("r1 eth1 never turned up=%v", wantUp)
+			}
+		}
+	}
+	if got := recordedAt(false, func() { apply(2, down) }); got != "LINK_STATE_DOWN" {
+		t.Errorf("ApplyPod down: the last apply said %q when the kernel took eth1 down, want LINK_STATE_DOWN", got)
+	}
+	r1Key := podstore.Key{Namespace: ns, Name: "r1"}
+	setEnd := func(state meshnetv1.LinkState) func() {
+		return func() { st.Server.SetEndStates(ctx, r1Key, map[string]meshnetv1.LinkState{"eth1": state}) }
+	}
+	if got := recordedAt(true, setEnd(up)); got != "LINK_STATE_UP" {
+		t.Errorf("SetEndStates up: the last apply said %q when the kernel took eth1 up, want LINK_STATE_UP", got)
+	}
+	if got := recordedAt(false, setEnd(down)); got != "LINK_STATE_DOWN" {
+		t.Errorf("SetEndStates down: the last apply said %q when the kernel took eth1 down, want LINK_STATE_DOWN", got)
+	}
 }
 
 // TestKernelSetNetemWithoutNetem runs on the host, whose kernel has no
