@@ -183,6 +183,10 @@ func TestKernelFarEndsWhileAPeerNodeIsAway(t *testing.T) {
 	if names, _ := labnet.Links(r2.Netns); len(names) != 2 {
 		t.Fatalf("r2 has %v after r1's next ADD with node b's meshnetd stopped, want lo and e2", names)
 	}
+	// Only the far end is asked for again: r1's end, set down here behind
+	// meshnet's back (as a runtime state or a LinkFault would hold it),
+	// stays as it is.
+	lab.IP(r1.Netns, "link", "set", "e1", "down")
 	b.Start()
 	// gRPC waits out its backoff before it dials node b again: the
 	// controller's passes come every 30 s; these, until the end is made.
@@ -198,6 +202,12 @@ func TestKernelFarEndsWhileAPeerNodeIsAway(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	out, err := r1.Run("ip", "-o", "link", "show", "e1")
+	flags, _, _ := strings.Cut(out[strings.Index(out, "<")+1:], ">")
+	if err != nil || slices.Contains(strings.Split(flags, ","), "UP") {
+		t.Fatalf("r1's e1 after its far end was asked for again: %q, %v; want left down", out, err)
+	}
+	lab.IP(r1.Netns, "link", "set", "e1", "up")
 	ping(t, r2, "10.0.9.1")
 	if !strings.Contains(a.Log(), "far end not made by its node yet: asking again") {
 		t.Errorf("node a's log does not say it asked for r2's end again:\n%s", a.Log())

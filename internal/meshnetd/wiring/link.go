@@ -200,9 +200,15 @@ func (w *Wirer) wireVXLAN(p pod, l v1beta1.Link, self links.End, peerNode string
 	vni := x.VNI
 	rec.Kind, rec.VNI, rec.PeerNodeIP = v1beta1.LinkKindVXLAN, vni, peerIP.String()
 	log.Info("vxlan end wired", "result", r, "vni", vni, "remote_vtep", peerIP, "peer_node", peerNode)
+	return wired{result: res, record: rec, remote: w.remoteEnd(p.key, l, vni, peerIP), peerIP: peerIP, shape: []shapeEnd{{p.key, l}}}, nil
+}
+
+// remoteEnd is the request for the peer's end of VXLAN link l of pod k,
+// whose end here has vni, to the peer's node at peerIP.
+func (w *Wirer) remoteEnd(k podstore.Key, l v1beta1.Link, vni uint32, peerIP netip.Addr) *meshnetv1.CreateRemoteEndRequest {
 	req := &meshnetv1.CreateRemoteEndRequest{
-		End:  &meshnetv1.LinkEnd{Pod: &meshnetv1.PodRef{Namespace: p.key.Namespace, Name: l.PeerPod}, Interface: l.PeerIntf, Uid: uint32(l.UID)},
-		Peer: &meshnetv1.LinkEnd{Pod: &meshnetv1.PodRef{Namespace: p.key.Namespace, Name: p.key.Name}, Interface: l.LocalIntf, Uid: uint32(l.UID)},
+		End:  &meshnetv1.LinkEnd{Pod: &meshnetv1.PodRef{Namespace: k.Namespace, Name: l.PeerPod}, Interface: l.PeerIntf, Uid: uint32(l.UID)},
+		Peer: &meshnetv1.LinkEnd{Pod: &meshnetv1.PodRef{Namespace: k.Namespace, Name: k.Name}, Interface: l.LocalIntf, Uid: uint32(l.UID)},
 		Vxlan: &meshnetv1.Vxlan{
 			Vni: vni, LocalVtep: peerIP.String(), RemoteVtep: w.cfg.NodeIP.String(), UdpPort: v1beta1.DefaultVXLANPort,
 		},
@@ -211,7 +217,7 @@ func (w *Wirer) wireVXLAN(p pod, l v1beta1.Link, self links.End, peerNode string
 	if l.MTU != nil {
 		req.Mtu = uint32(*l.MTU)
 	}
-	return wired{result: res, record: rec, remote: req, peerIP: peerIP, shape: []shapeEnd{{p.key, l}}}, nil
+	return req
 }
 
 // recordedVNI is the VNI this node gave link uid of pod k, 0 for none.

@@ -98,7 +98,8 @@ func (s peerServer) CreateRemoteEnd(ctx context.Context, req *meshnetv1.CreateRe
 	if err := w.updateRecord(k, func(p *podstore.Pod) {
 		for i := range p.Links {
 			if p.Links[i].UID == uid {
-				p.Links[i].Kind, p.Links[i].VNI, p.Links[i].PeerNodeIP = v1beta1.LinkKindVXLAN, vni, remote.String()
+				// The far end is this one: no longer owed.
+				p.Links[i].Kind, p.Links[i].VNI, p.Links[i].PeerNodeIP, p.Links[i].FarEndOwed = v1beta1.LinkKindVXLAN, vni, remote.String(), false
 			}
 		}
 	}); err != nil {

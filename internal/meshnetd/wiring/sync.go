@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/meshnetd/linklock"
 	"github.com/meshnet/meshnet/internal/meshnetd/links"
@@ -88,10 +90,8 @@ func (w *Wirer) SyncLinks(ctx context.Context, k podstore.Key, generation int64)
 	for _, l := range lost {
 		log.Warn("link lost from the pod's network namespace: wiring it again", "link", l.UID, "intf", l.LocalIntf, "peer", l.PeerPod)
 	}
-	for _, l := range owed {
-		log.Info("far end not made by its node yet: asking again", "link", l.UID, "intf", l.LocalIntf, "peer", l.PeerPod)
-	}
-	if len(add) == 0 && len(drop) == 0 {
+	owedEnds := w.owedFarEnds(k, rec, owed, log)
+	if len(add) == 0 && len(drop) == 0 && len(owedEnds) == 0 {
 		return nil
 	}
 
@@ -101,7 +101,7 @@ func (w *Wirer) SyncLinks(ctx context.Context, k podstore.Key, generation int64)
 	failed = append(failed, ws.failed...)
 	wiredLinks := ws.records
 	for _, l := range add {
-		if r, ok := wiredLinks[l.UID]; ok && !slices.ContainsFunc(owed, func(o v1beta1.Link) bool { return o.UID == l.UID }) {
+		if r, ok := wiredLinks[l.UID]; ok {
 			log.Info("link added to a running pod", "link", l.UID, "intf", l.LocalIntf, "peer", l.PeerPod, "kind", r.Kind)
 		}
 	}
@@ -113,26 +113,30 @@ func (w *Wirer) SyncLinks(ctx context.Context, k podstore.Key, generation int64)
 			wiredLinks[l.UID] = l
 		}
 	}
-	if err := w.updateRecord(k, func(pp *podstore.Pod) {
-		if pp.ContainerID != rec.ContainerID {
-			return
-		}
-		kept := pp.Links[:0]
-		for _, l := range pp.Links {
-			if _, rewired := wiredLinks[l.UID]; !dropped[l.UID] && !rewired {
-				kept = append(kept, l)
+	// A pass that only asks for far ends owed changes the record once
+	// they are made (settleFarEnds).
+	if len(add)+len(drop) > 0 {
+		if err := w.updateRecord(k, func(pp *podstore.Pod) {
+			if pp.ContainerID != rec.ContainerID {
+				return
 			}
-		}
-		pp.Links = kept
-		for _, l := range add {
-			if r, ok := wiredLinks[l.UID]; ok {
-				pp.Links = append(pp.Links, r)
+			kept := pp.Links[:0]
+			for _, l := range pp.Links {
+				if _, rewired := wiredLinks[l.UID]; !dropped[l.UID] && !rewired {
+					kept = append(kept, l)
+				}
 			}
+			pp.Links = kept
+			for _, l := range add {
+				if r, ok := wiredLinks[l.UID]; ok {
+					pp.Links = append(pp.Links, r)
+				}
+			}
+		}); err != nil {
+			failed = append(failed, err)
 		}
-	}); err != nil {
-		failed = append(failed, err)
 	}
-	if err := w.settleFarEnds(k, rec.ContainerID, w.createRemoteEnds(ctx, k, ws.remotes)); err != nil {
+	if err := w.settleFarEnds(k, rec.ContainerID, w.createRemoteEnds(ctx, k, append(ws.remotes, owedEnds...))); err != nil {
 		failed = append(failed, err)
 	}
 	if len(failed) > 0 {
@@ -169,9 +173,9 @@ func linkChanges(have []podstore.Link, want []v1beta1.Link, names map[string]boo
 			// no interface yet), gone since.
 			add, lost = append(add, l), append(lost, l)
 		case h.Kind == v1beta1.LinkKindVXLAN && h.FarEndOwed:
-			// This end is there; wired again, it is left as it is and
-			// its far end asked for again.
-			add, owed = append(add, l), append(owed, l)
+			// This end is there, as it is: only its far end is asked
+			// for again (owedFarEnds).
+			owed = append(owed, l)
 		}
 	}
 	return add, drop, lost, owed
@@ -307,4 +311,25 @@ func (w *Wirer) dropIfPeerGone(ctx context.Context, k podstore.Key, ns *links.Ne
 		return false, err
 	}
 	return true, w.endWaits(k, l.UID, l.LocalIntf, d.VNI)
+}
+
+// owedFarEnds are the requests for the far ends of the pod's links owed
+// (linkChanges), to the node each end here points at, as recorded: only
+// the far end is asked for again; this end, which is there, is left as it
+// is (a runtime state on it, a LinkFault holding it down, stays).
+func (w *Wirer) owedFarEnds(k podstore.Key, rec podstore.Pod, owed []v1beta1.Link, log *slog.Logger) []wired {
+	var out []wired
+	for _, l := range owed {
+		i := slices.IndexFunc(rec.Links, func(h podstore.Link) bool { return h.UID == l.UID })
+		peerIP, err := netip.ParseAddr(rec.Links[i].PeerNodeIP)
+		if err != nil || rec.Links[i].VNI == 0 {
+			continue // not wired as far as the record tells: a sync wires it
+		}
+		log.Info("far end not made by its node yet: asking again", "link", l.UID, "intf", l.LocalIntf, "peer", l.PeerPod, "peer_node_ip", peerIP)
+		out = append(out, wired{
+			result: &meshnetv1.LinkResult{Interface: l.LocalIntf, Uid: uint32(l.UID), Kind: meshnetv1.LinkKind_LINK_KIND_VXLAN},
+			remote: w.remoteEnd(k, l, rec.Links[i].VNI, peerIP), peerIP: peerIP,
+		})
+	}
+	return out
 }
