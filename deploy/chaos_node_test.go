@@ -250,8 +250,9 @@ func netnsFiles(t testing.TB, node *kubecluster.Node) []string {
 	return m
 }
 
-// records lists what meshnetd keeps of namespace ns's pods on node: its
-// pod store and its runtime link state (--state-dir's pods and links).
+// records lists what meshnetd keeps of namespace ns's pods on node: their
+// records in its pod store (--state-dir's pods), and any left in the
+// directory an older meshnetd kept runtime records in (links).
 func records(t testing.TB, node *kubecluster.Node, ns string) []string {
 	t.Helper()
 	m, err := filepath.Glob(filepath.Join(node.Dir, "meshnet", "lib", "*", ns+"_*.json"))

@@ -45,7 +45,7 @@ func run() error {
 	flag.StringVar(&cfg.DaemonNamespace, "daemon-namespace", envOr("POD_NAMESPACE", "meshnet"), "namespace of meshnetd's Service (default $POD_NAMESPACE, else meshnet)")
 	flag.StringVar(&cfg.DaemonService, "daemon-service", "meshnetd", "name of meshnetd's Service, whose EndpointSlices find the other nodes' daemons")
 	flag.StringVar(&cfg.DaemonSet, "daemonset", "", "name of the DaemonSet running meshnetd: while it exists, stopping keeps the conflist (pods created meanwhile wait); empty: the conflist is removed on every stop")
-	flag.StringVar(&cfg.StateDir, "state-dir", "/var/lib/meshnet", "directory of the pod store, runtime link state and (--tls) the serving certificate and key")
+	flag.StringVar(&cfg.StateDir, "state-dir", "/var/lib/meshnet", "directory of the pod store and (--tls) the serving certificate and key")
 	flag.StringVar(&cfg.CNIBinDir, "cni-bin-dir", "/opt/cni/bin", "CNI plugin directory to install meshnet into")
 	flag.StringVar(&cfg.CNIConfDir, "cni-conf-dir", "/etc/cni/net.d", "CNI configuration directory of the primary CNI")
 	flag.StringVar(&cfg.CNIPlugin, "cni-plugin", filepath.Join(filepath.Dir(exe), "meshnet-cni"), "meshnet-cni binary to install")

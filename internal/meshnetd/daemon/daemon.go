@@ -96,8 +96,8 @@ type Config struct {
 	// it exists, a stopping meshnetd keeps its conflist. Empty: always
 	// removed on stop.
 	DaemonSet string
-	// StateDir holds the pod store (StateDir/pods), runtime link state
-	// (StateDir/links) and, with TLS, the serving certificate (StateDir/pki).
+	// StateDir holds the pod store (StateDir/pods) and, with TLS, the
+	// serving certificate (StateDir/pki).
 	StateDir string
 	// CNIBinDir and CNIConfDir are the runtime's CNI directories.
 	CNIBinDir, CNIConfDir string
@@ -212,7 +212,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	store, err := podstore.Open(filepath.Join(cfg.StateDir, "pods"))
+	store, err := openStore(cfg.StateDir, log)
 	if err != nil {
 		return err
 	}
@@ -370,11 +370,10 @@ func startWatches(ctx context.Context, cfg Config, k *kube, store *podstore.Stor
 // changes, ApplyPod), which call each other.
 func newLinkOwners(cfg Config, k *kube, store *podstore.Store, w *watches, pool *daemonclient.Pool, port int) (*wiring.Wirer, *linkserver.Server, error) {
 	locks := &linklock.Locks{}
-	var linkSrv *linkserver.Server // serves before any DEL reaches Forget
+	var linkSrv *linkserver.Server // serves before the wirer calls it
 	wirer, err := wiring.New(wiring.Config{
 		NodeName: cfg.NodeName, NodeIP: cfg.NodeIP, NodeNetns: cfg.NodeNetns, MacvlanParents: cfg.MacvlanParents, PeerPort: port, Peers: pool,
 		Store: store, Locks: locks, Topologies: w.topologies, Pods: w.namespaces, Client: k.client, Log: cfg.Log,
-		Forget:  func(k podstore.Key) error { return linkSrv.Forget(k) },
 		Changed: func(k podstore.Key) { linkSrv.Touch(k) },
 		Hold:    func(k podstore.Key) func() { return linkSrv.Hold(k) },
 		Shape:   func(k podstore.Key, specs map[string]shaping.Spec) map[string]error { return linkSrv.Shape(k, specs) },
@@ -383,13 +382,34 @@ func newLinkOwners(cfg Config, k *kube, store *podstore.Store, w *watches, pool 
 		return nil, nil, err
 	}
 	linkSrv, err = linkserver.New(linkserver.Config{
-		Pods: store, StateDir: filepath.Join(cfg.StateDir, "links"), Locks: locks, Remote: wirer, Links: wirer, Node: cfg.NodeName, NodeIP: cfg.NodeIP, Log: cfg.Log,
+		Pods: store, Locks: locks, Remote: wirer, Links: wirer, Node: cfg.NodeName, NodeIP: cfg.NodeIP, Log: cfg.Log,
 	})
 	if err != nil {
 		wirer.Close()
 		return nil, nil, err
 	}
 	return wirer, linkSrv, nil
+}
+
+// openStore opens the pod store in stateDir/pods, and moves into it the
+// runtime records that meshnetd kept in stateDir/links before they were a
+// part of each pod's record.
+func openStore(stateDir string, log *slog.Logger) (*podstore.Store, error) {
+	store, err := podstore.Open(filepath.Join(stateDir, "pods"))
+	if err != nil {
+		return nil, err
+	}
+	adopted, dropped, err := store.AdoptRuntimes(filepath.Join(stateDir, "links"))
+	for _, k := range adopted {
+		log.Info("runtime record moved into the pod's record", "pod", k.String())
+	}
+	for _, k := range dropped {
+		log.Info("runtime record of a pod no longer wired here removed", "pod", k.String())
+	}
+	if err != nil {
+		return nil, err
+	}
+	return store, nil
 }
 
 // grpcPort is the port of the gRPC address, which other nodes' daemons

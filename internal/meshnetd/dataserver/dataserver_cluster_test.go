@@ -26,7 +26,7 @@ func emptyLinkServer(t *testing.T) *linkserver.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := linkserver.New(linkserver.Config{Pods: store, StateDir: t.TempDir(), Locks: &linklock.Locks{}, Node: "node-a"})
+	s, err := linkserver.New(linkserver.Config{Pods: store, Locks: &linklock.Locks{}, Node: "node-a"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,7 @@ func changeAdmins(n *podNetns, st *podRecord, cur map[string]links.Interface, wa
 func (s *Server) setAdmin(ctx context.Context, p podstore.Pod, l podstore.Link, up, remote bool) (changed bool, err error) {
 	err = func() error {
 		defer s.lockPod(p.Key(), []string{l.LocalIntf})()
-		st, err := s.records.load(p)
+		st, err := s.load(p)
 		if err != nil {
 			return status.Error(codes.Internal, err.Error())
 		}

@@ -47,7 +47,7 @@ func (s *Server) Reapply(ctx context.Context, pod podstore.Key) error {
 	}
 	st, err := func() (podRecord, error) {
 		defer s.lockPod(pod, nil)()
-		return s.records.load(p)
+		return s.load(p)
 	}()
 	if err != nil || st.Applied == nil {
 		return err
@@ -58,14 +58,6 @@ func (s *Server) Reapply(ctx context.Context, pod podstore.Key) error {
 	}
 	_, err = s.apply(ctx, req)
 	return err
-}
-
-// Forget drops what meshnetd keeps for a pod (saved routes, managed routes,
-// last apply): for the wiring to call when the pod's last sandbox is torn
-// down, so that a new pod of the same name starts clean.
-func (s *Server) Forget(pod podstore.Key) error {
-	defer s.lockPod(pod, nil)()
-	return s.records.forget(pod)
 }
 
 func (s *Server) apply(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*meshnetv1.ApplyPodResponse, error) {

@@ -4,7 +4,6 @@ package linkserver_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -22,11 +21,10 @@ import (
 func TestKernelAuthRefusedChangesNothing(t *testing.T) {
 	tok := linkservertest.Cluster(t, ns)
 	lab, r1, r2 := twoPods(t)
-	stateDir := filepath.Join(t.TempDir(), "state")
-	closed := linkservertest.Start(t, linkservertest.Options{Pods: lab.Store, StateDir: stateDir, Checker: tok.Checker})
-	open := linkservertest.Start(t, linkservertest.Options{Pods: lab.Store, StateDir: stateDir, Checker: tok.Checker, ReadOpen: true})
+	closed := linkservertest.Start(t, linkservertest.Options{Pods: lab.Store, Checker: tok.Checker})
+	open := linkservertest.Start(t, linkservertest.Options{Pods: lab.Store, Checker: tok.Checker, ReadOpen: true})
 	ctx := context.Background()
-	before := snapshot(t, stateDir, r1, r2)
+	before := snapshot(t, lab.Dir, r1, r2)
 
 	mtu := uint32(1400)
 	mutations := []struct {
@@ -67,7 +65,7 @@ func TestKernelAuthRefusedChangesNothing(t *testing.T) {
 			c := st.Client(t, caller.token)
 			for _, m := range mutations {
 				mustCode(t, caller.name+" "+m.name, m.call(c, caller.namespace), caller.want)
-				if after := snapshot(t, stateDir, r1, r2); after != before {
+				if after := snapshot(t, lab.Dir, r1, r2); after != before {
 					t.Fatalf("%s %s refused but changed:\nbefore %s\nafter  %s", caller.name, m.name, before, after)
 				}
 			}

@@ -4,7 +4,6 @@ package linkserver_test
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,15 +21,14 @@ import (
 // and the kernel and the state files are as before.
 func TestKernelBadInputChangesNothing(t *testing.T) {
 	lab, r1, r2 := twoPods(t)
-	stateDir := filepath.Join(t.TempDir(), "state")
-	st := linkservertest.Start(t, linkservertest.Options{Pods: lab.Store, StateDir: stateDir})
+	st := linkservertest.Start(t, linkservertest.Options{Pods: lab.Store})
 	c := st.Client(t, "")
 	ctx := context.Background()
 	// Some state to keep: a managed route.
 	if _, err := c.SetRoutes(ctx, &meshnetv1.SetRoutesRequest{Namespace: ns, Pod: "r1", Routes: []*meshnetv1.Route{{Dst: "10.8.0.0/24", Gw: "10.0.0.2"}}}); err != nil {
 		t.Fatal(err)
 	}
-	before := snapshot(t, stateDir, r1, r2)
+	before := snapshot(t, lab.Dir, r1, r2)
 	bad := uint32(10)
 	good := uint32(1400)
 	unspecified := meshnetv1.LinkState_LINK_STATE_UNSPECIFIED
@@ -182,7 +180,7 @@ func TestKernelBadInputChangesNothing(t *testing.T) {
 			if !strings.Contains(err.Error(), tc.field) {
 				t.Fatalf("error %q does not name %q", err, tc.field)
 			}
-			if after := snapshot(t, stateDir, r1, r2); after != before {
+			if after := snapshot(t, lab.Dir, r1, r2); after != before {
 				t.Fatalf("refused call changed something:\nbefore %s\nafter  %s", before, after)
 			}
 		})

@@ -43,8 +43,7 @@ func TestKernelVethCablePull(t *testing.T) {
 	if err := links.AddRoute(r1, links.Route{Dst: pfx("10.9.0.0/24"), Gw: addr("10.0.0.2")}); err != nil {
 		t.Fatal(err)
 	}
-	stateDir := filepath.Join(t.TempDir(), "state")
-	st := linkservertest.Start(t, linkservertest.Options{Pods: lab.Store, StateDir: stateDir, Checker: tok.Checker})
+	st := linkservertest.Start(t, linkservertest.Options{Pods: lab.Store, Checker: tok.Checker})
 	c := st.Client(t, tok.Editor)
 	ctx := context.Background()
 	if _, err := c.SetRoutes(ctx, &meshnetv1.SetRoutesRequest{Namespace: ns, Pod: "r1", Routes: []*meshnetv1.Route{{Dst: "10.8.0.0/24", Gw: "10.0.0.2", Dev: "eth1"}}}); err != nil {
@@ -75,8 +74,8 @@ func TestKernelVethCablePull(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// meshnetd restarts: a new server on the same state directory.
-	st2 := linkservertest.Start(t, linkservertest.Options{Pods: lab.Store, StateDir: stateDir, Checker: tok.Checker})
+	// meshnetd restarts: a new server on the pod store read again.
+	st2 := linkservertest.Start(t, linkservertest.Options{Pods: lab.Reopen(), Checker: tok.Checker})
 	c2 := st2.Client(t, tok.Editor)
 	resp, err = c2.SetLinkState(ctx, &meshnetv1.SetLinkStateRequest{Namespace: ns, Pod: "r1", Interface: "eth1", State: up})
 	if err != nil {
@@ -306,8 +305,7 @@ func slicesEqualProto(a, b []*meshnetv1.Route) bool {
 // after a restart.
 func TestKernelApplyPod(t *testing.T) {
 	lab, r1, r2 := twoPods(t)
-	stateDir := filepath.Join(t.TempDir(), "state")
-	st := linkservertest.Start(t, linkservertest.Options{Pods: lab.Store, StateDir: stateDir})
+	st := linkservertest.Start(t, linkservertest.Options{Pods: lab.Store})
 	c := st.Client(t, "")
 	ctx := context.Background()
 	mtu := uint32(1400)
@@ -403,7 +401,7 @@ func TestKernelApplyPod(t *testing.T) {
 	if err := links.SetMTU(r1, "eth1", 1500); err != nil {
 		t.Fatal(err)
 	}
-	st2 := linkservertest.Start(t, linkservertest.Options{Pods: lab.Store, StateDir: stateDir})
+	st2 := linkservertest.Start(t, linkservertest.Options{Pods: lab.Reopen()})
 	if err := st2.Server.Reapply(ctx, podstore.Key{Namespace: ns, Name: "r1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -411,21 +409,28 @@ func TestKernelApplyPod(t *testing.T) {
 		t.Fatalf("after Reapply: %+v, want mtu 1400, up", s)
 	}
 
-	// Once forgotten, there is nothing to re-apply.
-	if err := st2.Server.Forget(podstore.Key{Namespace: ns, Name: "r1"}); err != nil {
+	// The pod's DEL takes its record, the last apply with it: a new pod
+	// of the same name (its ADD, a new sandbox) has nothing re-applied.
+	r1Key := podstore.Key{Namespace: ns, Name: "r1"}
+	p, _ := lab.Store.Get(r1Key)
+	if err := lab.Store.Delete(r1Key, p.ContainerID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(stateDir, ns+"_r1.json")); !os.IsNotExist(err) {
-		t.Fatalf("state file after Forget: %v", err)
+	if _, err := os.Stat(filepath.Join(lab.Dir, ns+"_r1.json")); !os.IsNotExist(err) {
+		t.Fatalf("record after the pod's DEL: %v", err)
+	}
+	p.ContainerID, p.Runtime = "sandbox-r1-next", nil
+	if err := lab.Store.Put(p); err != nil {
+		t.Fatal(err)
 	}
 	if err := links.SetMTU(r1, "eth1", 1500); err != nil {
 		t.Fatal(err)
 	}
-	if err := st2.Server.Reapply(ctx, podstore.Key{Namespace: ns, Name: "r1"}); err != nil {
+	if err := st2.Server.Reapply(ctx, r1Key); err != nil {
 		t.Fatal(err)
 	}
 	if s := mustState(t, r1, "eth1"); s.MTU != 1500 {
-		t.Fatalf("Reapply after Forget changed the mtu to %d", s.MTU)
+		t.Fatalf("Reapply of the pod's next sandbox changed the mtu to %d", s.MTU)
 	}
 }
 
@@ -436,8 +441,7 @@ func TestKernelApplyPod(t *testing.T) {
 // It came up for a second in the kernel tier's kill test.
 func TestKernelReapplyKeepsAPeersState(t *testing.T) {
 	lab, r1, r2 := twoPods(t)
-	stateDir := filepath.Join(t.TempDir(), "state")
-	st := linkservertest.Start(t, linkservertest.Options{Pods: lab.Store, StateDir: stateDir})
+	st := linkservertest.Start(t, linkservertest.Options{Pods: lab.Store})
 	ctx := context.Background()
 	if _, err := st.Server.ApplyPod(ctx, &meshnetv1.ApplyPodRequest{Namespace: ns, Pod: "r1", Generation: 1,
 		Links: []*meshnetv1.LinkSpec{{Interface: "eth1", State: &up}}}); err != nil {
@@ -449,7 +453,7 @@ func TestKernelReapplyKeepsAPeersState(t *testing.T) {
 	}
 	waitCarrier(t, r2, "eth1", false)
 
-	restarted := linkservertest.Start(t, linkservertest.Options{Pods: lab.Store, StateDir: stateDir})
+	restarted := linkservertest.Start(t, linkservertest.Options{Pods: lab.Reopen()})
 	if err := restarted.Server.Reapply(ctx, r1Key); err != nil {
 		t.Fatal(err)
 	}
@@ -460,7 +464,7 @@ func TestKernelReapplyKeepsAPeersState(t *testing.T) {
 	if r := restarted.Server.SetEndStates(ctx, r1Key, map[string]meshnetv1.LinkState{"eth1": up})["eth1"]; r.Err != nil || !r.Changed {
 		t.Fatalf("SetEndStates up: %+v", r)
 	}
-	again := linkservertest.Start(t, linkservertest.Options{Pods: lab.Store, StateDir: stateDir})
+	again := linkservertest.Start(t, linkservertest.Options{Pods: lab.Reopen()})
 	if err := again.Server.Reapply(ctx, r1Key); err != nil {
 		t.Fatal(err)
 	}
@@ -475,8 +479,7 @@ func TestKernelReapplyKeepsAPeersState(t *testing.T) {
 // restart (the kernel tier's kill test, once in a CI run).
 func TestKernelAdminStateRecordedBeforeTheKernel(t *testing.T) {
 	lab, r1, _ := twoPods(t)
-	stateDir := filepath.Join(t.TempDir(), "state")
-	st := linkservertest.Start(t, linkservertest.Options{Pods: lab.Store, StateDir: stateDir})
+	st := linkservertest.Start(t, linkservertest.Options{Pods: lab.Store})
 	ctx := context.Background()
 	apply := func(gen int64, state meshnetv1.LinkState) {
 		if _, err := st.Server.ApplyPod(ctx, &meshnetv1.ApplyPodRequest{Namespace: ns, Pod: "r1", Generation: gen,
@@ -510,19 +513,21 @@ func TestKernelAdminStateRecordedBeforeTheKernel(t *testing.T) {
 				if u.Attrs().Name != "eth1" || (u.Attrs().Flags&net.FlagUp != 0) != wantUp {
 					continue
 				}
-				data, err := os.ReadFile(filepath.Join(stateDir, ns+"_r1.json"))
+				data, err := os.ReadFile(filepath.Join(lab.Dir, ns+"_r1.json"))
 				if err != nil {
 					t.Fatal(err)
 				}
 				var rec struct {
-					Applied struct {
-						Links []struct{ Interface, State string } `json:"links"`
-					} `json:"applied"`
+					Runtime struct {
+						Applied struct {
+							Links []struct{ Interface, State string } `json:"links"`
+						} `json:"applied"`
+					} `json:"runtime"`
 				}
 				if err := json.Unmarshal(data, &rec); err != nil {
 					t.Fatal(err)
 				}
-				for _, l := range rec.Applied.Links {
+				for _, l := range rec.Runtime.Applied.Links {
 					if l.Interface == "eth1" {
 						return l.State
 					}

@@ -72,7 +72,7 @@ func (s *Server) Shape(k podstore.Key, specs map[string]shaping.Spec) map[string
 	}
 	intfs := slices.Sorted(maps.Keys(specs))
 	defer s.lockPod(k, intfs)()
-	st, err := s.records.load(p)
+	st, err := s.load(p)
 	if err != nil {
 		return fail(err)
 	}
@@ -90,7 +90,6 @@ func (s *Server) Shape(k podstore.Key, specs map[string]shaping.Spec) map[string
 		}
 	}
 	if changed {
-		defer s.watch.Touch(k)
 		if err := s.saveRecord(p, st); err != nil {
 			return fail(err)
 		}

@@ -92,7 +92,7 @@ func (s *Server) readPod(p podstore.Pod, only string) ([]*meshnetv1.LinkStatus, 
 // read is readPod, and with withRoutes the pod's managed routes too, from
 // the same namespace handle, state and interface dump.
 func (s *Server) read(p podstore.Pod, only string, withRoutes bool) ([]*meshnetv1.LinkStatus, []*meshnetv1.Route, error) {
-	st, err := s.records.load(p)
+	st, err := s.load(p)
 	if err != nil {
 		return nil, nil, status.Error(codes.Internal, err.Error())
 	}

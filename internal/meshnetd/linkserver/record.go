@@ -2,12 +2,8 @@ package linkserver
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
-	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -16,9 +12,11 @@ import (
 	"github.com/meshnet/meshnet/internal/meshnetd/podstore"
 )
 
-// podRecord is what meshnetd must remember about a pod beyond its podstore
-// record, across daemon restarts: what the kernel flushed from the links it
-// took down, the routes it manages, and the last desired state it converged to.
+// podRecord is what runtime calls set on a pod that meshnetd must remember
+// across its restarts: what the kernel flushed from the links it took down,
+// the routes it manages, and the last desired state it converged to. It is
+// the Runtime of the pod's record in the pod store, which goes with the
+// pod's DEL.
 type podRecord struct {
 	// ContainerID is the sandbox the record was made in; a new sandbox has
 	// fresh links, so Down no longer applies to it.
@@ -128,36 +126,14 @@ func (e savedEnd) links() links.Saved {
 	return s
 }
 
-// recordStore keeps one podRecord file a pod in a directory. Callers hold the
-// pod's lock around load and save.
-type recordStore struct{ dir string }
-
-func openRecordStore(dir string) (*recordStore, error) {
-	if dir == "" {
-		return nil, errors.New("no record directory (StateDir)")
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create record directory %s: %w", dir, err)
-	}
-	return &recordStore{dir: dir}, nil
-}
-
-func (s *recordStore) path(k podstore.Key) string {
-	return filepath.Join(s.dir, k.Namespace+"_"+k.Name+".json")
-}
-
-// load returns the pod's record for its current sandbox: what was recorded for
-// another sandbox keeps only what outlives a sandbox (routes, the last
+// load returns the pod's record for its current sandbox, read from the pod
+// store as it is now (the caller holds the pod's lock): what was recorded
+// for another sandbox keeps only what outlives a sandbox (routes, the last
 // apply), not what belonged to its links.
-func (s *recordStore) load(p podstore.Pod) (podRecord, error) {
+func (s *Server) load(p podstore.Pod) (podRecord, error) {
 	var st podRecord
-	data, err := os.ReadFile(s.path(p.Key()))
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-	case err != nil:
-		return podRecord{}, fmt.Errorf("read record of pod %s: %w", p.Key(), err)
-	default:
-		if err := json.Unmarshal(data, &st); err != nil {
+	if cur, ok := s.pods.Get(p.Key()); ok && len(cur.Runtime) > 0 {
+		if err := json.Unmarshal(cur.Runtime, &st); err != nil {
 			return podRecord{}, fmt.Errorf("decode record of pod %s: %w", p.Key(), err)
 		}
 	}
@@ -179,60 +155,15 @@ func (s *recordStore) load(p podstore.Pod) (podRecord, error) {
 	return st, nil
 }
 
-func (s *recordStore) save(k podstore.Key, st podRecord) error {
+// saveRecord makes st the runtime part of p's record in the pod store,
+// unless p is no longer wired here with that sandbox: a call that read the
+// pod before its DEL must not write back what the DEL removed. The caller
+// holds the pod's lock.
+func (s *Server) saveRecord(p podstore.Pod, st podRecord) error {
 	data, err := json.Marshal(st)
 	if err != nil {
-		return fmt.Errorf("encode record of pod %s: %w", k, err)
+		return fmt.Errorf("encode record of pod %s: %w", p.Key(), err)
 	}
-	path := s.path(k)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return fmt.Errorf("write record of pod %s: %w", k, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write record of pod %s: %w", k, err)
-	}
-	return nil
-}
-
-// saveRecord saves p's record, unless p is no longer wired here with that
-// sandbox: a call that read the pod before its DEL must not write back the
-// record the DEL removed. The caller holds the pod's lock.
-func (s *Server) saveRecord(p podstore.Pod, st podRecord) error {
-	if cur, ok := s.pods.Get(p.Key()); !ok || cur.ContainerID != p.ContainerID {
-		return nil
-	}
-	return s.records.save(p.Key(), st)
-}
-
-// sweep removes the records of the pods wired is false for, and returns
-// their keys: a DEL that removed the pod from the pod store and was killed
-// before it removed the record left one that nothing else would remove.
-func (s *recordStore) sweep(wired func(podstore.Key) bool) ([]podstore.Key, error) {
-	files, err := filepath.Glob(filepath.Join(s.dir, "*.json"))
-	if err != nil {
-		return nil, fmt.Errorf("list records in %s: %w", s.dir, err)
-	}
-	var gone []podstore.Key
-	for _, f := range files {
-		// Namespaces and pod names are DNS names: no underscore.
-		ns, name, ok := strings.Cut(strings.TrimSuffix(filepath.Base(f), ".json"), "_")
-		k := podstore.Key{Namespace: ns, Name: name}
-		if !ok || wired(k) {
-			continue
-		}
-		if err := s.forget(k); err != nil {
-			return gone, err
-		}
-		gone = append(gone, k)
-	}
-	return gone, nil
-}
-
-// forget removes a pod's record, when the pod is gone.
-func (s *recordStore) forget(k podstore.Key) error {
-	if err := os.Remove(s.path(k)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("remove record of pod %s: %w", k, err)
-	}
-	return nil
+	_, err = s.pods.SetRuntime(p.Key(), p.ContainerID, data)
+	return err
 }

@@ -8,14 +8,14 @@
 // field), then the pod and its links are locked (internal/meshnetd/linklock, shared
 // with the wiring) while the kernel is changed, and the answer is read back
 // from the kernel. What the kernel forgets on admin down (static routes, IPv6
-// addresses) and the meshnet-managed route set are kept in a state file per
-// pod, so they survive a daemon restart.
+// addresses), the meshnet-managed route set and the last ApplyPod are kept
+// with the pod's record in the pod store, so they survive a daemon restart
+// and go with the pod.
 package linkserver
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/netip"
 
@@ -58,10 +58,9 @@ type EndResult struct {
 
 // Config is what a Server works on.
 type Config struct {
-	// Pods is the node's pod store (written by CNI ADD).
+	// Pods is the node's pod store (written by CNI ADD), which keeps what
+	// the Server records of each pod with the pod's record.
 	Pods *podstore.Store
-	// StateDir holds a state file per pod (see package doc).
-	StateDir string
 	// Locks serialises work per link; share it with the wiring.
 	Locks *linklock.Locks
 	// Remote sets the far end of VXLAN links; nil makes state changes of
@@ -81,12 +80,11 @@ type Config struct {
 // Server implements meshnetv1.LinkServiceServer.
 type Server struct {
 	meshnetv1.UnimplementedLinkServiceServer
-	pods    *podstore.Store
-	records *recordStore
-	locks   *linklock.Locks
-	remote  RemoteEnds
-	wirer   LinkSyncer
-	watch   *linkwatch.Watcher
+	pods   *podstore.Store
+	locks  *linklock.Locks
+	remote RemoteEnds
+	wirer  LinkSyncer
+	watch  *linkwatch.Watcher
 	// applying lets one ApplyPod at a time work on a pod.
 	applying gate
 	node     string
@@ -109,25 +107,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Pods == nil || cfg.Locks == nil {
 		return nil, errors.New("linkserver: needs a pod store and locks")
 	}
-	records, err := openRecordStore(cfg.StateDir)
-	if err != nil {
-		return nil, fmt.Errorf("linkserver: %w", err)
-	}
 	log := cfg.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{pods: cfg.Pods, records: records, locks: cfg.Locks, remote: cfg.Remote, wirer: cfg.Links, node: cfg.Node, nodeIP: cfg.NodeIP, log: log}
+	s := &Server{pods: cfg.Pods, locks: cfg.Locks, remote: cfg.Remote, wirer: cfg.Links, node: cfg.Node, nodeIP: cfg.NodeIP, log: log}
 	s.watch = linkwatch.New(linkwatch.Config{Pods: cfg.Pods, Read: s.snapshot, Log: log})
-	// Before any call is served: a record of a pod the pod store no
-	// longer has is left from a DEL cut short by a crash.
-	gone, err := records.sweep(func(k podstore.Key) bool { _, ok := cfg.Pods.Get(k); return ok })
-	for _, k := range gone {
-		log.Info("record of a pod no longer wired here removed", "pod", k.String(), "node", cfg.Node)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("linkserver: %w", err)
-	}
 	return s, nil
 }
 
@@ -283,7 +268,7 @@ func kernelErr(err error) error {
 // and its state loaded, and saves the state when change says it changed.
 func (s *Server) withLink(p podstore.Pod, intf string, change func(*podNetns, *podRecord) (bool, error)) error {
 	defer s.lockPod(p.Key(), []string{intf})()
-	st, err := s.records.load(p)
+	st, err := s.load(p)
 	if err != nil {
 		return status.Error(codes.Internal, err.Error())
 	}
@@ -317,13 +302,13 @@ func (s *Server) logChange(changed bool, msg string, p podstore.Pod, args ...any
 
 // withPod runs change with the pod, all its links and the extra keys
 // locked, its netns open, its state loaded and the interfaces in its netns
-// read; the state is saved when change reports a change, even when
+// read; the record is saved when change reports a change, even when
 // it fails part way.
 func (s *Server) withPod(p podstore.Pod, extra []linklock.Key, change func(*podNetns, *podRecord, map[string]links.Interface) (bool, error)) error {
 	defer s.lockPod(p.Key(), intfsOf(p), extra...)()
 	// The watcher reads the pod once this change is done, not half way.
 	defer s.watch.Hold(p.Key())()
-	st, err := s.records.load(p)
+	st, err := s.load(p)
 	if err != nil {
 		return status.Error(codes.Internal, err.Error())
 	}
@@ -339,8 +324,7 @@ func (s *Server) withPod(p podstore.Pod, extra []linklock.Key, change func(*podN
 	changed, cerr := change(n, &st, all)
 	if changed {
 		// What the kernel does not tell (a last error, a distribution)
-		// changed too: have the watchers told.
-		defer s.watch.Touch(p.Key())
+		// may have changed too: the record's write tells the watchers.
 		if err := s.saveRecord(p, st); err != nil {
 			return status.Error(codes.Internal, errors.Join(cerr, err).Error())
 		}

@@ -63,7 +63,7 @@ func metricValue(m *dto.Metric) float64 {
 // collector.
 func reader(t testing.TB, store *podstore.Store) metrics.Reader {
 	t.Helper()
-	srv, err := linkserver.New(linkserver.Config{Pods: store, StateDir: t.TempDir(), Locks: &linklock.Locks{}})
+	srv, err := linkserver.New(linkserver.Config{Pods: store, Locks: &linklock.Locks{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,9 @@
 // Package podstore records, on disk, the pods that this node's CNI ADD calls
-// wired and the links they got. Runtime calls address pods by namespace and
-// name and find the netns here: a caller never hands meshnetd a netns path.
-// The records survive a daemon restart, so shaping can be re-applied.
+// wired and the links they got, and what runtime calls set on them since:
+// one record a pod, each part with one writer. Runtime calls address pods by
+// namespace and name and find the netns here: a caller never hands meshnetd a
+// netns path. The records survive a daemon restart, so what was set can be
+// set again, and go with the pod's DEL.
 package podstore
 
 import (
@@ -13,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
 )
@@ -28,6 +31,11 @@ type Pod struct {
 	// before it was kept.
 	Network string `json:"network,omitempty"`
 	Links   []Link `json:"links,omitempty"`
+	// Runtime is what runtime calls set on the pod, in the JSON of their
+	// server (linkserver), which the store keeps and does not read, as
+	// containerd keeps a plugin's extension in a container's record. Put
+	// keeps the record's Runtime whatever p has; only SetRuntime writes it.
+	Runtime json.RawMessage `json:"runtime,omitempty"`
 }
 
 // Link is one of a pod's links as it was wired.
@@ -61,13 +69,17 @@ func (p Pod) Key() Key { return Key{p.Namespace, p.Name} }
 // one JSON file a pod. It is safe for concurrent use.
 type Store struct {
 	dir    string
-	mu     sync.RWMutex
-	pods   map[Key]Pod
+	mu sync.RWMutex
+	// pods holds each record once written; a write replaces the entry,
+	// so a writer can tell whether the record changed since it read it.
+	pods   map[Key]*entry
 	notify []func(Key)
 }
 
-// Notify has f called with a pod's key after every Put, and every Delete
-// that removed a record, so that a follower of the store's pods (the link
+type entry struct{ Pod }
+
+// Notify has f called with a pod's key after every write of its record
+// (Put, SetRuntime), and every Delete that removed it, so that a follower of the store's pods (the link
 // watcher) needs no poll. f runs on the writer's goroutine and must not
 // block.
 func (s *Store) Notify(f func(Key)) {
@@ -94,7 +106,7 @@ func Open(dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read pod store %s: %w", dir, err)
 	}
-	s := &Store{dir: dir, pods: map[Key]Pod{}}
+	s := &Store{dir: dir, pods: map[Key]*entry{}}
 	for _, e := range entries {
 		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
 			continue
@@ -107,32 +119,90 @@ func Open(dir string) (*Store, error) {
 		if err := json.Unmarshal(data, &p); err != nil {
 			return nil, fmt.Errorf("decode pod record %s: %w", e.Name(), err)
 		}
-		s.pods[p.Key()] = p
+		s.pods[p.Key()] = &entry{Pod: p}
 	}
 	return s, nil
 }
 
-// Put records p, replacing any earlier record of the same pod.
+// Put records p, replacing any earlier record of the same pod but its
+// Runtime, which is SetRuntime's.
 func (s *Store) Put(p Pod) error {
 	if p.Namespace == "" || p.Name == "" || p.Netns == "" {
 		return errors.New("pod record needs namespace, name and netns")
 	}
-	data, err := json.Marshal(p)
-	if err != nil {
-		return fmt.Errorf("encode pod record %s: %w", p.Key(), err)
+	_, err := s.write(p.Key(), func(cur *Pod, found bool) bool {
+		rt := cur.Runtime
+		if !found {
+			rt = nil
+		}
+		*cur = p
+		cur.Runtime = rt
+		return true
+	})
+	return err
+}
+
+// SetRuntime makes rt the Runtime of pod k's record, if its sandbox is
+// still containerID: a runtime call that read the pod before its DEL, or
+// before a new sandbox's ADD, must not write back what it read. It reports
+// whether it wrote.
+func (s *Store) SetRuntime(k Key, containerID string, rt json.RawMessage) (bool, error) {
+	return s.write(k, func(cur *Pod, found bool) bool {
+		if !found || cur.ContainerID != containerID {
+			return false
+		}
+		cur.Runtime = rt
+		return true
+	})
+}
+
+// write changes pod k's record (the zero Pod when found is false) with
+// change, and writes it when change says so. The record is encoded outside
+// the store's lock, which only its file's write and rename hold: a record
+// that changed meanwhile is changed again from what it is then.
+func (s *Store) write(k Key, change func(cur *Pod, found bool) bool) (bool, error) {
+	for {
+		s.mu.RLock()
+		e, found := s.pods[k]
+		s.mu.RUnlock()
+		var p Pod
+		if found {
+			p = e.Pod
+		}
+		if !change(&p, found) {
+			return false, nil
+		}
+		data, err := json.Marshal(p)
+		if err != nil {
+			return false, fmt.Errorf("encode pod record %s: %w", k, err)
+		}
+		s.mu.Lock()
+		if cur := s.pods[k]; cur != e {
+			s.mu.Unlock()
+			continue
+		}
+		err = s.writeFile(k, data)
+		if err == nil {
+			s.pods[k] = &entry{Pod: p}
+		}
+		s.mu.Unlock()
+		if err != nil {
+			return false, err
+		}
+		s.changed(k)
+		return true, nil
 	}
-	defer s.changed(p.Key())
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	path := s.path(p.Key())
+}
+
+func (s *Store) writeFile(k Key, data []byte) error {
+	path := s.path(k)
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return fmt.Errorf("write pod record %s: %w", p.Key(), err)
+		return fmt.Errorf("write pod record %s: %w", k, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write pod record %s: %w", p.Key(), err)
+		return fmt.Errorf("write pod record %s: %w", k, err)
 	}
-	s.pods[p.Key()] = p
 	return nil
 }
 
@@ -140,8 +210,11 @@ func (s *Store) Put(p Pod) error {
 func (s *Store) Get(k Key) (Pod, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	p, ok := s.pods[k]
-	return p, ok
+	e, ok := s.pods[k]
+	if !ok {
+		return Pod{}, false
+	}
+	return e.Pod, true
 }
 
 // Delete removes a pod's record if it belongs to containerID (any sandbox when
@@ -158,8 +231,8 @@ func (s *Store) Delete(k Key, containerID string) error {
 func (s *Store) delete(k Key, containerID string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p, ok := s.pods[k]
-	if !ok || (containerID != "" && p.ContainerID != containerID) {
+	e, ok := s.pods[k]
+	if !ok || (containerID != "" && e.ContainerID != containerID) {
 		return false, nil
 	}
 	if err := os.Remove(s.path(k)); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -174,8 +247,8 @@ func (s *Store) List() []Pod {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	pods := make([]Pod, 0, len(s.pods))
-	for _, p := range s.pods {
-		pods = append(pods, p)
+	for _, e := range s.pods {
+		pods = append(pods, e.Pod)
 	}
 	sort.Slice(pods, func(i, j int) bool {
 		a, b := pods[i].Key(), pods[j].Key()
@@ -188,4 +261,51 @@ func (s *Store) List() []Pod {
 // subdomains, which cannot hold "_" or "/".
 func (s *Store) path(k Key) string {
 	return filepath.Join(s.dir, k.Namespace+"_"+k.Name+".json")
+}
+
+// AdoptRuntimes moves into the records the runtime records that meshnetd
+// kept in a directory of their own (dir, one file a pod, named as the
+// store's) before they became a part of each pod's record, and removes
+// them, and dir once empty: a meshnetd upgraded on a running node keeps
+// what runtime calls set. A file whose pod is not recorded is removed. It
+// returns the pods whose file was moved in and those whose file was removed.
+func (s *Store) AdoptRuntimes(dir string) (adopted, dropped []Key, err error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("list runtime records in %s: %w", dir, err)
+	}
+	for _, f := range files {
+		ns, name, ok := strings.Cut(strings.TrimSuffix(filepath.Base(f), ".json"), "_")
+		if !ok {
+			continue
+		}
+		k := Key{Namespace: ns, Name: name}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return adopted, dropped, fmt.Errorf("read runtime record %s: %w", f, err)
+		}
+		wrote, err := s.write(k, func(cur *Pod, found bool) bool {
+			if !found || !json.Valid(data) {
+				return false
+			}
+			cur.Runtime = data
+			return true
+		})
+		if err != nil {
+			return adopted, dropped, err
+		}
+		if err := os.Remove(f); err != nil {
+			return adopted, dropped, fmt.Errorf("remove runtime record %s: %w", f, err)
+		}
+		if wrote {
+			adopted = append(adopted, k)
+		} else {
+			dropped = append(dropped, k)
+		}
+	}
+	// Removed only when empty: a file of another name stays, with dir.
+	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENOTEMPTY) {
+		return adopted, dropped, fmt.Errorf("remove %s: %w", dir, err)
+	}
+	return adopted, dropped, nil
 }

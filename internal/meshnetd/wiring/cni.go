@@ -356,11 +356,6 @@ func (w *Wirer) teardown(ctx context.Context, rec podstore.Pod, log *slog.Logger
 	if err := w.cfg.Store.Delete(k, rec.ContainerID); err != nil {
 		return nil, fmt.Errorf("pod %s: %w", k, err)
 	}
-	if w.cfg.Forget != nil {
-		if err := w.cfg.Forget(k); err != nil {
-			log.Warn("runtime state of the pod not forgotten", "error", err)
-		}
-	}
 	w.mu.Lock()
 	for id := range w.lastErr {
 		if id.pod == k {

@@ -72,9 +72,6 @@ type Config struct {
 	// Client reads what Topologies and Pods do not hold (Nodes, objects
 	// not seen yet) and writes Topology status.
 	Client client.Client
-	// Forget drops what runtime calls set on a pod (linkserver.Server's),
-	// once DEL removed its last sandbox; nil keeps nothing to drop.
-	Forget func(podstore.Key) error
 	// Changed tells the link watcher that something of a pod the kernel
 	// does not report changed (a link's last error); nil tells nobody.
 	Changed func(podstore.Key)

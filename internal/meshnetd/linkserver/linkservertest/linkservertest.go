@@ -42,9 +42,8 @@ import (
 
 // Options configure a Stack.
 type Options struct {
+	// Pods is the pod store, which keeps the linkserver's records too.
 	Pods *podstore.Store
-	// StateDir is the linkserver's; empty is a fresh temporary directory.
-	StateDir string
 	// Checker checks tokens; nil leaves every method open (the vm tier,
 	// which has no API server).
 	Checker  *auth.Checker
@@ -60,7 +59,6 @@ type Stack struct {
 	Registry *prometheus.Registry
 	GRPCAddr string
 	HTTPAddr string
-	StateDir string
 	Locks    *linklock.Locks
 }
 
@@ -73,14 +71,11 @@ func Start(t testing.TB, o Options) *Stack {
 	if err := clock(); err != nil {
 		t.Fatalf("initialise go-tc clock: %v", err)
 	}
-	if o.StateDir == "" {
-		o.StateDir = filepath.Join(t.TempDir(), "state")
-	}
 	if o.Node == "" {
 		o.Node = "node-a"
 	}
 	locks := &linklock.Locks{}
-	srv, err := linkserver.New(linkserver.Config{Pods: o.Pods, StateDir: o.StateDir, Locks: locks, Remote: o.Remote, Node: o.Node})
+	srv, err := linkserver.New(linkserver.Config{Pods: o.Pods, Locks: locks, Remote: o.Remote, Node: o.Node})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +112,7 @@ func Start(t testing.TB, o Options) *Stack {
 	go hsrv.Serve(hlis)
 	t.Cleanup(func() { hsrv.Close() })
 	return &Stack{Server: srv, Health: hs, Registry: reg, GRPCAddr: glis.Addr().String(), HTTPAddr: hlis.Addr().String(),
-		StateDir: o.StateDir, Locks: locks}
+		Locks: locks}
 }
 
 func listen(t testing.TB) net.Listener {
@@ -153,17 +148,31 @@ func (s *Stack) Client(t testing.TB, token string) meshnetv1.LinkServiceClient {
 type Lab struct {
 	t     testing.TB
 	Store *podstore.Store
-	ns    map[podstore.Key]*links.Netns
+	// Dir is the pod store's directory: the pods' records, with what the
+	// linkserver keeps of them.
+	Dir string
+	ns  map[podstore.Key]*links.Netns
 }
 
 // NewLab returns a Lab with a fresh pod store.
 func NewLab(t testing.TB) *Lab {
 	t.Helper()
-	store, err := podstore.Open(filepath.Join(t.TempDir(), "pods"))
+	l := &Lab{t: t, Dir: filepath.Join(t.TempDir(), "pods"), ns: map[podstore.Key]*links.Netns{}}
+	l.Reopen()
+	return l
+}
+
+// Reopen opens the pod store again from its directory, as a restarted
+// meshnetd does, and returns it; the Lab's pods are recorded in it from
+// then on. A Server started on it before it keeps the store it had.
+func (l *Lab) Reopen() *podstore.Store {
+	l.t.Helper()
+	store, err := podstore.Open(l.Dir)
 	if err != nil {
-		t.Fatal(err)
+		l.t.Fatal(err)
 	}
-	return &Lab{t: t, Store: store, ns: map[podstore.Key]*links.Netns{}}
+	l.Store = store
+	return store
 }
 
 // Pod returns the pod's netns, making it and its record on first use.
