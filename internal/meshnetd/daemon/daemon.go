@@ -374,9 +374,10 @@ func newLinkOwners(cfg Config, k *kube, store *podstore.Store, w *watches, pool 
 	wirer, err := wiring.New(wiring.Config{
 		NodeName: cfg.NodeName, NodeIP: cfg.NodeIP, NodeNetns: cfg.NodeNetns, MacvlanParents: cfg.MacvlanParents, PeerPort: port, Peers: pool,
 		Store: store, Locks: locks, Topologies: w.topologies, Pods: w.namespaces, Client: k.client, Log: cfg.Log,
-		Changed: func(k podstore.Key) { linkSrv.Touch(k) },
-		Hold:    func(k podstore.Key) func() { return linkSrv.Hold(k) },
-		Shape:   func(k podstore.Key, specs map[string]shaping.Spec) map[string]error { return linkSrv.Shape(k, specs) },
+		Hold: func(k podstore.Key) func() { return linkSrv.Hold(k) },
+		Wired: func(k podstore.Key, shape map[string]*shaping.Spec, errs map[string]string) map[string]error {
+			return linkSrv.Wired(k, shape, errs)
+		},
 	})
 	if err != nil {
 		return nil, nil, err

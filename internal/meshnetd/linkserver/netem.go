@@ -51,42 +51,69 @@ func (s *Server) ClearNetem(ctx context.Context, req *meshnetv1.ClearNetemReques
 	return &meshnetv1.ClearNetemResponse{Link: ls}, nil
 }
 
-// Shape makes each spec the egress shaping of an interface of pod k, as the
-// wiring shapes the links it makes (CNI ADD, a link added to a running
-// pod, a far end): the path SetNetem and ApplyPod take, so the
-// distribution, which the kernel does not report, is recorded whoever
-// shaped the link, and one record write serves all of a pod's links. A
-// qdisc that already reads back as its spec is left alone. It returns why
-// each interface that failed was not shaped.
-func (s *Server) Shape(k podstore.Key, specs map[string]shaping.Spec) map[string]error {
-	errs := map[string]error{}
+// Wired is told how the wiring made ends of pod k (at CNI ADD, adding a
+// link to a running pod, making a far end for a peer), by interface: shape
+// holds the ends made, each with its egress shaping (nil: none), errs why
+// each other end is not as its Topology wants. The ends made are shaped on
+// the path SetNetem and ApplyPod take: a qdisc that reads back as its spec
+// is left alone, and the distribution, which the kernel does not report,
+// is recorded whoever shaped the link. Each end's last error in the pod's
+// record becomes why it failed, or none: the one record of a link's last
+// error, written once for all of the ends. It returns why each end it
+// could not shape was not.
+func (s *Server) Wired(k podstore.Key, shape map[string]*shaping.Spec, errs map[string]string) map[string]error {
+	failed := map[string]error{}
 	fail := func(err error) map[string]error {
-		for intf := range specs {
-			errs[intf] = err
+		for intf, spec := range shape {
+			if spec != nil {
+				failed[intf] = err
+			}
 		}
-		return errs
+		return failed
 	}
 	p, ok := s.pods.Get(k)
 	if !ok {
 		return fail(fmt.Errorf("pod %s is not wired on node %s", k, s.node))
 	}
-	intfs := slices.Sorted(maps.Keys(specs))
+	intfs := slices.Sorted(maps.Keys(shape))
+	for intf := range errs {
+		if _, ok := shape[intf]; !ok {
+			intfs = append(intfs, intf)
+		}
+	}
 	defer s.lockPod(k, intfs)()
 	st, err := s.load(p)
 	if err != nil {
 		return fail(err)
 	}
-	n, err := openPod(p)
-	if err != nil {
-		return fail(errors.New(status.Convert(err).Message()))
-	}
-	defer n.Close()
+	var n *podNetns
+	defer func() {
+		if n != nil {
+			n.Close()
+		}
+	}()
 	changed := false
 	for _, intf := range intfs {
-		c, err := s.applyNetem(n, &st, p, intf, specs[intf], true)
-		changed = changed || c
-		if err != nil {
-			errs[intf] = err
+		msg := errs[intf]
+		if spec := shape[intf]; spec != nil && msg == "" {
+			var err error
+			if n == nil {
+				if n, err = openPod(p); err != nil {
+					return fail(errors.New(status.Convert(err).Message()))
+				}
+			}
+			c, err := s.applyNetem(n, &st, p, intf, *spec, true)
+			changed = changed || c
+			if err != nil {
+				failed[intf], msg = err, "netem not applied: "+err.Error()
+			}
+		}
+		if old, had := st.LastError[intf]; msg == "" && had {
+			delete(st.LastError, intf)
+			changed = true
+		} else if msg != "" && old != msg {
+			st.LastError[intf] = msg
+			changed = true
 		}
 	}
 	if changed {
@@ -94,7 +121,7 @@ func (s *Server) Shape(k podstore.Key, specs map[string]shaping.Spec) map[string
 			return fail(err)
 		}
 	}
-	return errs
+	return failed
 }
 
 // applyNetem makes spec intf's shaping. With skipSame, a qdisc that already

@@ -246,7 +246,7 @@ func addTbf(t *testing.T, n *links.Netns, dev string) {
 	}
 }
 
-// TestVMShapeAsWired shapes links as the wiring does at CNI ADD (Shape)
+// TestVMShapeAsWired shapes links as the wiring does at CNI ADD (Wired)
 // and checks what the controller's next ApplyPod of the same netem finds:
 // the kernel's qdisc and the recorded distribution, which the kernel does not
 // report, so the apply changes nothing. A failed interface fails alone.
@@ -257,9 +257,9 @@ func TestVMShapeAsWired(t *testing.T) {
 	ctx := context.Background()
 	spec := shaping.Spec{Delay: 30 * time.Millisecond, Jitter: 5 * time.Millisecond, Distribution: shaping.DistributionPareto}
 	k := podstore.Key{Namespace: ns, Name: "r1"}
-	errs := st.Server.Shape(k, map[string]shaping.Spec{"eth1": spec, "eth9": spec})
+	errs := st.Server.Wired(k, map[string]*shaping.Spec{"eth1": &spec, "eth9": &spec}, nil)
 	if errs["eth1"] != nil || errs["eth9"] == nil {
-		t.Fatalf("Shape eth1 and a missing eth9: %v, want eth9's error alone", errs)
+		t.Fatalf("Wired eth1 and a missing eth9: %v, want eth9's error alone", errs)
 	}
 	if _, rtt := pings(t, r1, "10.0.0.2", 5); rtt < 25*time.Millisecond {
 		t.Fatalf("round trip %v with 30 ms of delay on r1's eth1", rtt)
@@ -269,12 +269,12 @@ func TestVMShapeAsWired(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := gl.GetLink().GetNetem(); n.GetDelay().AsDuration() != 30*time.Millisecond || n.GetDistribution() != meshnetv1.NetemDistribution_NETEM_DISTRIBUTION_PARETO {
-		t.Fatalf("GetLink after Shape: netem %v, want 30ms with the pareto distribution", n)
+		t.Fatalf("GetLink after Wired: netem %v, want 30ms with the pareto distribution", n)
 	}
 	handle := qdisc(t, r1, "eth1").Handle
 
 	w := linkservertest.Watch(t, r1)
-	if errs := st.Server.Shape(k, map[string]shaping.Spec{"eth1": spec}); errs["eth1"] != nil {
+	if errs := st.Server.Wired(k, map[string]*shaping.Spec{"eth1": &spec}, nil); errs["eth1"] != nil {
 		t.Fatal(errs["eth1"])
 	}
 	_, err = c.ApplyPod(ctx, &meshnetv1.ApplyPodRequest{Namespace: ns, Pod: "r1", Generation: 1, Links: []*meshnetv1.LinkSpec{{
@@ -285,12 +285,12 @@ func TestVMShapeAsWired(t *testing.T) {
 		t.Fatal(err)
 	}
 	if seen := w.Stop(); len(seen) != 0 {
-		t.Fatalf("Shape again and ApplyPod of the netem Shape made changed the kernel: %v", seen)
+		t.Fatalf("Wired again and ApplyPod of the netem Wired made changed the kernel: %v", seen)
 	}
 	if h := qdisc(t, r1, "eth1").Handle; h != handle {
-		t.Fatalf("qdisc handle %x after Shape again and ApplyPod, was %x", h, handle)
+		t.Fatalf("qdisc handle %x after Wired again and ApplyPod, was %x", h, handle)
 	}
-	if errs := st.Server.Shape(podstore.Key{Namespace: ns, Name: "r9"}, map[string]shaping.Spec{"eth1": spec}); errs["eth1"] == nil {
-		t.Fatal("Shape of a pod not wired here: no error")
+	if errs := st.Server.Wired(podstore.Key{Namespace: ns, Name: "r9"}, map[string]*shaping.Spec{"eth1": &spec}, nil); errs["eth1"] == nil {
+		t.Fatal("Wired of a pod not wired here: no error")
 	}
 }

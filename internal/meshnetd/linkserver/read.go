@@ -105,7 +105,7 @@ func (s *Server) read(p podstore.Pod, only string, withRoutes bool) ([]*meshnetv
 		for _, l := range p.Links {
 			if l.Kind != "" && (only == "" || l.LocalIntf == only) {
 				ls := s.baseStatus(p, l)
-				ls.ReadTime, ls.LastError = now, joinMsg(s.lastError(p, l, st), status.Convert(err).Message())
+				ls.ReadTime, ls.LastError = now, joinMsg(st.LastError[l.LocalIntf], status.Convert(err).Message())
 				out = append(out, ls)
 			}
 		}
@@ -128,7 +128,7 @@ func (s *Server) read(p podstore.Pod, only string, withRoutes bool) ([]*meshnetv
 		}
 		ls := s.baseStatus(p, l)
 		ls.ReadTime = now
-		ls.LastError = s.lastError(p, l, st)
+		ls.LastError = st.LastError[l.LocalIntf]
 		out = append(out, ls)
 		k, ok := ifaces[l.LocalIntf]
 		if !ok {

@@ -94,10 +94,9 @@ type Server struct {
 
 // LinkSyncer is the wiring, which makes and removes links: ApplyPod has it
 // converge the set of links of a pod to its Topology before it converges
-// the links' state, and a link's status carries why wiring it failed.
+// the links' state.
 type LinkSyncer interface {
 	SyncLinks(ctx context.Context, pod podstore.Key, generation int64) error
-	LastError(pod podstore.Key, uid int) string
 	// InCNI tells whether the pod's CNI ADD or DEL is in flight here.
 	InCNI(pod podstore.Key) bool
 }
@@ -120,23 +119,10 @@ func New(cfg Config) (*Server, error) {
 // ends.
 func (s *Server) Run(ctx context.Context) { s.watch.Run(ctx) }
 
-// Touch tells WatchLinks that something of a pod the kernel does not report
-// changed (the wiring's last error of a link).
-func (s *Server) Touch(pod podstore.Key) { s.watch.Touch(pod) }
-
 // Hold defers the link watcher's reads of pod until release, while CNI ADD
 // or DEL changes many of its links (linkwatch.Watcher.Hold).
 func (s *Server) Hold(pod podstore.Key) (release func()) { return s.watch.Hold(pod) }
 
-// lastError is why converging a link last failed: the wiring's reason and
-// the runtime calls'.
-func (s *Server) lastError(p podstore.Pod, l podstore.Link, st podRecord) string {
-	msg := st.LastError[l.LocalIntf]
-	if s.wirer != nil {
-		msg = joinMsg(s.wirer.LastError(p.Key(), l.UID), msg)
-	}
-	return msg
-}
 
 // snapshot is a pod as the kernel has it: the one read the link watcher,
 // and so WatchLinks and ApplyPod's answer, are made of.

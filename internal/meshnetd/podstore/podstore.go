@@ -68,8 +68,8 @@ func (p Pod) Key() Key { return Key{p.Namespace, p.Name} }
 // Store is the set of pods wired on this node, mirrored in a directory with
 // one JSON file a pod. It is safe for concurrent use.
 type Store struct {
-	dir    string
-	mu sync.RWMutex
+	dir string
+	mu  sync.RWMutex
 	// pods holds each record once written; a write replaces the entry,
 	// so a writer can tell whether the record changed since it read it.
 	pods   map[Key]*entry

@@ -154,7 +154,7 @@ func (w *Wirer) wireLinks(ctx context.Context, p pod, ls []v1beta1.Link, log *sl
 		wd, err := w.wireLink(ctx, p, l)
 		if err != nil {
 			log.Error("link failed", "link", l.UID, "intf", l.LocalIntf, "error", err)
-			w.setLastErr(p.key, l.UID, err.Error())
+			shape = append(shape, shapeEnd{pod: p.key, link: l, err: err.Error()})
 			s.failed = append(s.failed, err)
 			continue
 		}
@@ -356,13 +356,6 @@ func (w *Wirer) teardown(ctx context.Context, rec podstore.Pod, log *slog.Logger
 	if err := w.cfg.Store.Delete(k, rec.ContainerID); err != nil {
 		return nil, fmt.Errorf("pod %s: %w", k, err)
 	}
-	w.mu.Lock()
-	for id := range w.lastErr {
-		if id.pod == k {
-			delete(w.lastErr, id)
-		}
-	}
-	w.mu.Unlock()
 	w.status.Add(k) // the sandbox fields, now gone
 	log.Info("pod unwired", "links", len(removed))
 	return removed, nil

@@ -156,7 +156,7 @@ func (w *Wirer) wirePhy(p pod, l v1beta1.Link, self links.End, res *meshnetv1.Li
 	rec.VNI, rec.PeerNodeIP, rec.UDPPort = uint32(o.VNI), remote.String(), x.Port
 	log.Info("physical peer wired", "result", r, "vni", o.VNI, "remote_vtep", remote)
 	res.Kind, res.Phase = rec.Kind.Proto(), meshnetv1.LinkPhase_LINK_PHASE_READY
-	return wired{result: res, record: rec, shape: []shapeEnd{{p.key, l}}}, nil
+	return wired{result: res, record: rec, shape: []shapeEnd{{pod: p.key, link: l}}}, nil
 }
 
 // wireMacvlan makes the pod's end of a macvlan on a host NIC.
@@ -169,7 +169,7 @@ func (w *Wirer) wireMacvlan(p pod, l v1beta1.Link, self links.End, res *meshnetv
 	}
 	log.Info("macvlan wired", "result", r, "parent", l.PeerIntf)
 	res.Kind, res.Phase = rec.Kind.Proto(), meshnetv1.LinkPhase_LINK_PHASE_READY
-	return wired{result: res, record: rec, shape: []shapeEnd{{p.key, l}}}, nil
+	return wired{result: res, record: rec, shape: []shapeEnd{{pod: p.key, link: l}}}, nil
 }
 
 // wireVXLAN makes this end of a VXLAN between two nodes with the first of
@@ -200,7 +200,7 @@ func (w *Wirer) wireVXLAN(p pod, l v1beta1.Link, self links.End, peerNode string
 	vni := x.VNI
 	rec.Kind, rec.VNI, rec.PeerNodeIP = v1beta1.LinkKindVXLAN, vni, peerIP.String()
 	log.Info("vxlan end wired", "result", r, "vni", vni, "remote_vtep", peerIP, "peer_node", peerNode)
-	return wired{result: res, record: rec, remote: w.remoteEnd(p.key, l, vni, peerIP), peerIP: peerIP, shape: []shapeEnd{{p.key, l}}}, nil
+	return wired{result: res, record: rec, remote: w.remoteEnd(p.key, l, vni, peerIP), peerIP: peerIP, shape: []shapeEnd{{pod: p.key, link: l}}}, nil
 }
 
 // remoteEnd is the request for the peer's end of VXLAN link l of pod k,
@@ -284,9 +284,9 @@ func (w *Wirer) wireVeth(ctx context.Context, p pod, l v1beta1.Link, self links.
 	}
 	log.Info("veth wired", "result", r, "peer", peerKey.String())
 	res.Phase = meshnetv1.LinkPhase_LINK_PHASE_READY
-	shape := []shapeEnd{{p.key, l}}
+	shape := []shapeEnd{{pod: p.key, link: l}}
 	if pl := pt.Link(l.UID); pl != nil {
-		shape = append(shape, shapeEnd{peerKey, *pl})
+		shape = append(shape, shapeEnd{pod: peerKey, link: *pl})
 	}
 	return wired{result: res, record: rec, vethPeer: &peerKey, shape: shape}, nil
 }
@@ -298,63 +298,63 @@ func udpPort(o *v1beta1.LinkOptions) uint16 {
 	return v1beta1.DefaultVXLANPort
 }
 
-// shapeEnd is a link end made, with its Topology's link.
+// shapeEnd is a link end made, with its Topology's link, or not made:
+// err is why.
 type shapeEnd struct {
 	pod  podstore.Key
 	link v1beta1.Link
+	err  string
 }
 
-// shapeEnds shapes each end's egress as its link's netem says, through the
-// link server (Config.Shape), once per pod, and records why when it cannot:
-// shaping is never silently ignored, the Topology status shows the error
-// and the link stays unshaped.
-func (w *Wirer) shapeEnds(ends []shapeEnd) {
+// shapeEnds hands how each end was made to the link server (Config.Wired),
+// once per pod: it shapes the ends made as their links' netem says, and
+// records each end's last error, why it was not made or not shaped, or
+// none. Shaping is never silently ignored: the Topology status shows the
+// error and the link stays unshaped. It returns why each end that could
+// not be shaped was not.
+func (w *Wirer) shapeEnds(ends []shapeEnd) map[podstore.Key]map[string]error {
 	type want struct {
 		uids  map[string]int
-		specs map[string]shaping.Spec
+		shape map[string]*shaping.Spec
+		errs  map[string]string
 	}
 	pods := map[podstore.Key]*want{}
 	var order []podstore.Key
 	for _, e := range ends {
-		if e.link.Netem == nil {
-			w.setLastErr(e.pod, e.link.UID, "")
-			continue
-		}
-		spec, err := netemconv.FromTopology(e.link.Netem)
-		if err != nil {
-			w.netemFailed(e.pod, e.link, err)
-			continue
-		}
 		p := pods[e.pod]
 		if p == nil {
-			p = &want{uids: map[string]int{}, specs: map[string]shaping.Spec{}}
+			p = &want{uids: map[string]int{}, shape: map[string]*shaping.Spec{}, errs: map[string]string{}}
 			pods[e.pod] = p
 			order = append(order, e.pod)
 		}
-		p.uids[e.link.LocalIntf], p.specs[e.link.LocalIntf] = e.link.UID, spec
-	}
-	for _, k := range order {
-		p := pods[k]
-		var errs map[string]error
-		if w.cfg.Shape == nil {
-			errs = map[string]error{}
-			for intf := range p.specs {
-				errs[intf] = errors.New("this meshnetd shapes no link")
-			}
-		} else {
-			errs = w.cfg.Shape(k, p.specs)
-		}
-		for intf, uid := range p.uids {
-			if err := errs[intf]; err != nil {
-				w.netemFailed(k, v1beta1.Link{UID: uid, LocalIntf: intf}, err)
+		intf := e.link.LocalIntf
+		p.uids[intf] = e.link.UID
+		switch {
+		case e.err != "":
+			p.errs[intf] = e.err
+		case e.link.Netem == nil:
+			p.shape[intf] = nil
+		default:
+			spec, err := netemconv.FromTopology(e.link.Netem)
+			if err != nil {
+				w.log.Warn("netem not applied", "pod", e.pod.String(), "link", e.link.UID, "intf", intf, "error", err)
+				p.errs[intf] = "netem not applied: " + err.Error()
 				continue
 			}
-			w.setLastErr(k, uid, "")
+			p.shape[intf] = &spec
 		}
 	}
-}
-
-func (w *Wirer) netemFailed(k podstore.Key, l v1beta1.Link, err error) {
-	w.log.Warn("netem not applied", "pod", k.String(), "link", l.UID, "intf", l.LocalIntf, "error", err)
-	w.setLastErr(k, l.UID, "netem not applied: "+err.Error())
+	if w.cfg.Wired == nil {
+		return nil
+	}
+	failed := map[podstore.Key]map[string]error{}
+	for _, k := range order {
+		p := pods[k]
+		errs := w.cfg.Wired(k, p.shape, p.errs)
+		for intf, err := range errs {
+			w.log.Warn("netem not applied", "pod", k.String(), "link", p.uids[intf], "intf", intf, "error", err)
+		}
+		failed[k] = errs
+	}
+	return failed
 }

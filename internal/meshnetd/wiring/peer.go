@@ -85,7 +85,7 @@ func (s peerServer) CreateRemoteEnd(ctx context.Context, req *meshnetv1.CreateRe
 	r, err := links.EnsureVXLAN(links.VXLAN{Node: w.node, End: self, VNI: vni, Local: w.cfg.NodeIP, Remote: remote})
 	unlock()
 	if err != nil {
-		w.setLastErr(k, uid, err.Error())
+		w.shapeEnds([]shapeEnd{{pod: k, link: *l, err: err.Error()}})
 		code := codes.Internal
 		if errors.Is(err, links.ErrVNIInUse) {
 			// The other node took a VNI that another link has here.
@@ -94,7 +94,10 @@ func (s peerServer) CreateRemoteEnd(ctx context.Context, req *meshnetv1.CreateRe
 		return nil, status.Errorf(code, "pod %s link %d: %v", k, uid, err)
 	}
 	log.Info("vxlan end wired for peer", "result", r, "vni", vni, "remote_vtep", remote, "peer", peer.GetName())
-	w.shapeEnds([]shapeEnd{{k, *l}})
+	var lastErr string
+	if err := w.shapeEnds([]shapeEnd{{pod: k, link: *l}})[k][l.LocalIntf]; err != nil {
+		lastErr = "netem not applied: " + err.Error()
+	}
 	if err := w.updateRecord(k, func(p *podstore.Pod) {
 		for i := range p.Links {
 			if p.Links[i].UID == uid {
@@ -109,7 +112,7 @@ func (s peerServer) CreateRemoteEnd(ctx context.Context, req *meshnetv1.CreateRe
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "pod %s: %v", k, err)
 	}
-	return &meshnetv1.CreateRemoteEndResponse{Link: w.linkStatus(k, *l, v1beta1.LinkKindVXLAN, st, vni, remote)}, nil
+	return &meshnetv1.CreateRemoteEndResponse{Link: w.linkStatus(k, *l, v1beta1.LinkKindVXLAN, st, vni, remote, lastErr)}, nil
 }
 
 // DeleteRemoteEnd removes this node's end of a link whose other end went
@@ -163,7 +166,7 @@ func (w *Wirer) endWaits(k podstore.Key, uid int, intf string, vni uint32) error
 }
 
 // linkStatus is an end as the kernel has it, in the API's terms.
-func (w *Wirer) linkStatus(k podstore.Key, l v1beta1.Link, kind v1beta1.LinkKind, st links.Reading, vni uint32, remote netip.Addr) *meshnetv1.LinkStatus {
+func (w *Wirer) linkStatus(k podstore.Key, l v1beta1.Link, kind v1beta1.LinkKind, st links.Reading, vni uint32, remote netip.Addr, lastErr string) *meshnetv1.LinkStatus {
 	ls := &meshnetv1.LinkStatus{
 		Pod:       &meshnetv1.PodRef{Namespace: k.Namespace, Name: k.Name},
 		Interface: l.LocalIntf,
@@ -173,7 +176,7 @@ func (w *Wirer) linkStatus(k podstore.Key, l v1beta1.Link, kind v1beta1.LinkKind
 		Mtu:       uint32(st.MTU),
 		Peer:      protoPeer(k.Namespace, l, ""),
 		Node:      w.cfg.NodeName,
-		LastError: w.LastError(k, l.UID),
+		LastError: lastErr,
 	}
 	ls.AdminState = meshnetv1.LinkState_LINK_STATE_DOWN
 	if st.AdminUp {

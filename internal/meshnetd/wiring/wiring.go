@@ -72,19 +72,20 @@ type Config struct {
 	// Client reads what Topologies and Pods do not hold (Nodes, objects
 	// not seen yet) and writes Topology status.
 	Client client.Client
-	// Changed tells the link watcher that something of a pod the kernel
-	// does not report changed (a link's last error); nil tells nobody.
-	Changed func(podstore.Key)
 	// Hold defers the link watcher's reads of a pod until release, while
 	// ADD or DEL changes its links: read whole again and again half done,
 	// a pod of thousands of links costs more than its wiring. nil holds
 	// nothing.
 	Hold func(podstore.Key) (release func())
-	// Shape makes each spec the egress shaping of an interface of a pod
-	// wired here, and returns why it could not for each that failed:
-	// linkserver.Server.Shape, the one path netem takes into the kernel.
-	// nil shapes nothing, and each link with netem says so.
-	Shape func(pod podstore.Key, specs map[string]shaping.Spec) map[string]error
+	// Wired is told how the ends of a pod's links were made (CNI ADD, a
+	// link added to a running pod, a far end made for a peer), by
+	// interface: shape has the ends made, each with its egress shaping
+	// (nil: none), errs why each other end is not as its Topology wants.
+	// It shapes the ends made and keeps each end's last error
+	// (linkserver.Server.Wired: the one path netem takes into the kernel,
+	// the one record of a link's last error), and returns why each end it
+	// could not shape was not. nil shapes and records nothing.
+	Wired func(pod podstore.Key, shape map[string]*shaping.Spec, errs map[string]string) map[string]error
 	Log   *slog.Logger
 }
 
@@ -109,8 +110,7 @@ type Wirer struct {
 	deleting map[podstore.Key]bool
 	// adding holds the container ids whose ADD is in flight, which GC
 	// leaves alone: the runtime may have listed its attachments before.
-	adding  map[string]bool
-	lastErr map[linkID]string
+	adding map[string]bool
 	// inCNI counts the ADDs and DELs (or GC's teardowns) of a pod in flight.
 	inCNI map[podstore.Key]int
 
@@ -118,11 +118,6 @@ type Wirer struct {
 
 	// toPeers bounds the calls in flight to each other node's meshnetd.
 	toPeers peerQueues
-}
-
-type linkID struct {
-	pod podstore.Key
-	uid int
 }
 
 // New opens the node's namespace; Run must be called to write statuses.
@@ -149,7 +144,6 @@ func New(cfg Config) (*Wirer, error) {
 		node:     node,
 		deleting: map[podstore.Key]bool{},
 		adding:   map[string]bool{},
-		lastErr:  map[linkID]string{},
 		inCNI:    map[podstore.Key]int{},
 		toPeers:  peerQueues{size: remoteCallsInFlight},
 		status: workqueue.NewTypedRateLimitingQueueWithConfig(
@@ -358,30 +352,6 @@ func (q *recordQueue) take(k podstore.Key, b *recordBatch) []func(*podstore.Pod)
 		delete(q.pending, k)
 	}
 	return b.changes
-}
-
-// setLastErr records why wiring a link failed ("" when it did not), and
-// tells the link watcher when that changed: the kernel does not.
-func (w *Wirer) setLastErr(k podstore.Key, uid int, msg string) {
-	w.mu.Lock()
-	old := w.lastErr[linkID{k, uid}]
-	if msg == "" {
-		delete(w.lastErr, linkID{k, uid})
-	} else {
-		w.lastErr[linkID{k, uid}] = msg
-	}
-	w.mu.Unlock()
-	if old != msg && w.cfg.Changed != nil {
-		w.cfg.Changed(k)
-	}
-}
-
-// LastError is why wiring the pod's link uid last failed, "" when it did
-// not: linkserver reports it with the link's kernel state.
-func (w *Wirer) LastError(k podstore.Key, uid int) string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.lastErr[linkID{k, uid}]
 }
 
 func (w *Wirer) isDeleting(k podstore.Key) bool {
