@@ -490,18 +490,48 @@ func oneEdge(t *testing.T, n *labnet.Node) map[string]any {
 }
 
 // TestKernelDaemonRestartKeepsState: a link set down survives a restart of
-// its node's meshnetd, and up after the restart restores the route.
+// its node's meshnetd, and up after the restart restores the route. The
+// second restart is an upgrade from a meshnetd that kept the runtime part
+// of each pod's record in a directory of its own (state/links): it is
+// moved into the pod's record and nothing is lost.
 func TestKernelDaemonRestartKeepsState(t *testing.T) {
 	l := newLab(t)
 	l.setState(t, l.a, "r1", "LINK_STATE_DOWN")
 	l.wantDown(t)
-	stateFile := filepath.Join(l.a.StateDir, "links", ns+"_r1.json")
-	if data, err := os.ReadFile(stateFile); err != nil || !strings.Contains(string(data), "10.9.0.0/24") {
-		t.Errorf("state file %s with the saved route: %v\n%s", stateFile, err, data)
+	record := filepath.Join(l.a.StateDir, "pods", ns+"_r1.json")
+	var rec map[string]json.RawMessage
+	data, err := os.ReadFile(record)
+	if err == nil {
+		err = json.Unmarshal(data, &rec)
+	}
+	if err != nil || !strings.Contains(string(rec["runtime"]), "10.9.0.0/24") {
+		t.Fatalf("record %s with the saved route in its runtime part: %v\n%s", record, err, data)
 	}
 	l.a.Stop()
 	l.a.Start()
 	l.wantDown(t)
+
+	// The layout before: the runtime part in state/links.
+	l.a.Stop()
+	old := filepath.Join(l.a.StateDir, "links")
+	if err := os.MkdirAll(old, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(old, ns+"_r1.json"), rec["runtime"], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	delete(rec, "runtime")
+	if data, err = json.Marshal(rec); err == nil {
+		err = os.WriteFile(record, data, 0o600)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.a.Start()
+	l.wantDown(t)
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Errorf("%s after the upgrade: %v, want it moved into the records", old, err)
+	}
 	if got := l.getLink(t, l.a, "r1"); got != "LINK_STATE_DOWN" {
 		t.Errorf("GetLink r1 after restart: %s", got)
 	}

@@ -105,7 +105,7 @@ func (s *Server) Wired(k podstore.Key, shape map[string]*shaping.Spec, errs map[
 			c, err := s.applyNetem(n, &st, p, intf, *spec, true)
 			changed = changed || c
 			if err != nil {
-				failed[intf], msg = err, "netem not applied: "+err.Error()
+				failed[intf], msg = err, err.Error()
 			}
 		}
 		if old, had := st.LastError[intf]; msg == "" && had {

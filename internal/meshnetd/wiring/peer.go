@@ -96,7 +96,7 @@ func (s peerServer) CreateRemoteEnd(ctx context.Context, req *meshnetv1.CreateRe
 	log.Info("vxlan end wired for peer", "result", r, "vni", vni, "remote_vtep", remote, "peer", peer.GetName())
 	var lastErr string
 	if err := w.shapeEnds([]shapeEnd{{pod: k, link: *l}})[k][l.LocalIntf]; err != nil {
-		lastErr = "netem not applied: " + err.Error()
+		lastErr = err.Error()
 	}
 	if err := w.updateRecord(k, func(p *podstore.Pod) {
 		for i := range p.Links {
