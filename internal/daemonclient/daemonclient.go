@@ -8,8 +8,10 @@ package daemonclient
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -32,7 +34,8 @@ func NewPool(transport credentials.TransportCredentials, perRPC credentials.PerR
 	if transport == nil {
 		transport = insecure.NewCredentials()
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(transport), MessageSizes(), grpc.WithDefaultServiceConfig(retryPaced)}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(transport), MessageSizes(), grpc.WithDefaultServiceConfig(retryPaced),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: reconnect, MinConnectTimeout: 20 * time.Second})}
 	if perRPC != nil {
 		opts = append(opts, grpc.WithPerRPCCredentials(perRPC))
 	}
@@ -50,6 +53,13 @@ func NewPool(transport credentials.TransportCredentials, perRPC credentials.PerR
 const retryPaced = `{"methodConfig": [{"name": [{}], "retryPolicy": {
 	"maxAttempts": 5, "initialBackoff": "0.4s", "maxBackoff": "3s", "backoffMultiplier": 2,
 	"retryableStatusCodes": ["RESOURCE_EXHAUSTED"]}}]}`
+
+// reconnect paces the dials of a meshnetd that cannot be reached: at most
+// MaxDelay apart, where gRPC's default grows to two minutes. A node away for
+// minutes (rebooted, cut off) is called again within seconds of its return:
+// its owed far ends made at the next pass, the controller's ApplyPods
+// served, not refused for up to two minutes more.
+var reconnect = backoff.Config{BaseDelay: time.Second, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second}
 
 // MessageSizes lets a call carry the largest messages meshnet's API admits
 // (an ApplyPod or its answer for the largest Topology), past gRPC's default

@@ -92,3 +92,60 @@ func TestBurstWithANewTokenIsServed(t *testing.T) {
 	}
 	t.Logf("%d calls served after %d token reviews", p.served.Load(), reviews.Load())
 }
+
+// TestDaemonAwayIsDialledEverySeconds: a meshnetd that cannot be reached
+// (its node rebooting, cut off) is dialled again at most reconnect's
+// MaxDelay apart, so a call made once it is back finds it within seconds.
+// Here its port closes every connection at once, as gRPC sees a daemon
+// away, for 35 s while a caller keeps calling: with gRPC's default
+// backoff the dials drift to 10 s apart and more (up to two minutes).
+func TestDaemonAwayIsDialledEverySeconds(t *testing.T) {
+	t.Parallel()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	var mu sync.Mutex
+	var dials []time.Time
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			dials = append(dials, time.Now())
+			mu.Unlock()
+			c.Close()
+		}
+	}()
+	pool := NewPool(nil, nil)
+	defer pool.Close()
+	conn, err := pool.Conn(lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := meshnetv1.NewPeerServiceClient(conn)
+	start := time.Now()
+	const away = 35 * time.Second
+	for time.Since(start) < away {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		_, err := client.CreateRemoteEnd(ctx, &meshnetv1.CreateRemoteEndRequest{})
+		cancel()
+		if err == nil {
+			t.Fatal("a call to a daemon that is away was served")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	ends := append(append([]time.Time{start}, dials...), time.Now())
+	limit := time.Duration(float64(reconnect.MaxDelay)*(1+reconnect.Jitter)) + time.Second
+	for i := 1; i < len(ends); i++ {
+		if gap := ends[i].Sub(ends[i-1]); gap > limit {
+			t.Fatalf("%d dials in %v, %v apart at %v: want at most %v apart", len(dials), away, gap.Round(time.Millisecond), ends[i-1].Sub(start).Round(time.Millisecond), limit)
+		}
+	}
+	t.Logf("%d dials in %v", len(dials), away)
+}
