@@ -238,3 +238,69 @@ func (s *Server) SetEndState(ctx context.Context, pod podstore.Key, intf string,
 	ls, err := s.readLink(p, intf)
 	return ls, r.Changed, err
 }
+
+// recordAdminEarly writes the admin states of an ApplyPod sent ahead of its
+// moment (a LinkFault's edge) into the pod's last apply while the call
+// waits, so that no record is written at the moment itself: written there,
+// it came before each edge's kernel change and made the edges 3 ms later.
+// putBack writes back what the kernel has, for a call called off before
+// its moment; a meshnetd that stops while the call waits re-applies the
+// edge at its restart, early by at most the call's wait.
+func (s *Server) recordAdminEarly(p podstore.Pod, plans []linkPlan) (putBack func(), err error) {
+	admin := map[string]bool{}
+	for _, pl := range plans {
+		if pl.wired && pl.spec.State != nil {
+			admin[pl.link.LocalIntf] = pl.spec.GetState() == meshnetv1.LinkState_LINK_STATE_UP
+		}
+	}
+	if len(admin) == 0 {
+		return func() {}, nil
+	}
+	// record has the pod's last apply follow the states states gives
+	// for the kernel's interfaces, with the pod and the links locked.
+	intfs := slices.Sorted(maps.Keys(admin))
+	record := func(states func(devs map[string]links.Interface) map[string]bool) error {
+		defer s.lockPod(p.Key(), intfs)()
+		st, err := s.load(p)
+		if err != nil {
+			return err
+		}
+		n, err := openPod(p)
+		if err != nil {
+			return err
+		}
+		defer n.Close()
+		devs, err := links.ReadAll(n.links)
+		if err != nil {
+			return err
+		}
+		changed, err := st.followAdmin(states(devs))
+		if err != nil || !changed {
+			return err
+		}
+		return s.saveRecord(p, st)
+	}
+	var wrote map[string]bool
+	err = record(func(devs map[string]links.Interface) map[string]bool {
+		wrote = maps.Clone(admin)
+		maps.DeleteFunc(wrote, func(intf string, up bool) bool { d, ok := devs[intf]; return ok && d.AdminUp == up })
+		return wrote
+	})
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		err := record(func(devs map[string]links.Interface) map[string]bool {
+			kernel := map[string]bool{}
+			for intf := range wrote {
+				if d, ok := devs[intf]; ok {
+					kernel[intf] = d.AdminUp
+				}
+			}
+			return kernel
+		})
+		if err != nil {
+			s.log.Warn("last apply not put back after a call called off", "pod", p.Key().String(), "node", s.node, "error", err)
+		}
+	}, nil
+}

@@ -117,10 +117,18 @@ func (s *Server) apply(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*me
 		}
 	}
 
-	// Everything up to here is ready ahead of time; the change is made on
-	// time (a LinkFault's edge, sent ahead).
-	if err := waitUntil(ctx, req.GetApplyAt()); err != nil {
-		return nil, err
+	// Everything up to here is ready ahead of time, and so is the record
+	// of the admin states; the change is made on time (a LinkFault's edge,
+	// sent ahead).
+	if at := req.GetApplyAt(); at != nil && time.Until(at.AsTime()) > 0 {
+		putBack, err := s.recordAdminEarly(p, plans)
+		if err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+		if err := waitUntil(ctx, at); err != nil {
+			putBack()
+			return nil, err
+		}
 	}
 	err = s.withPod(p, extra, func(n *podNetns, st *podRecord, devs map[string]links.Interface) (bool, error) {
 		return s.applyLocal(ctx, &v, &failed, req, p, plans, n, st, devs)

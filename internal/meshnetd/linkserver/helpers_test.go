@@ -4,7 +4,10 @@ package linkserver_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -29,6 +32,53 @@ var (
 )
 
 type end = linkservertest.End
+
+// lastApplied is the admin state of a pod's interface in the last apply of
+// the pod's record, as a restarted meshnetd would read it from disk.
+func lastApplied(t *testing.T, lab *linkservertest.Lab, pod, intf string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(lab.Dir, ns+"_"+pod+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Runtime struct {
+			Applied struct {
+				Links []struct{ Interface, State string } `json:"links"`
+			} `json:"applied"`
+		} `json:"runtime"`
+	}
+	if err := json.Unmarshal(data, &rec); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range rec.Runtime.Applied.Links {
+		if l.Interface == intf {
+			return l.State
+		}
+	}
+	return ""
+}
+
+// watchLinks starts a WatchLinks stream and returns its events and its end.
+func watchLinks(t *testing.T, ctx context.Context, c meshnetv1.LinkServiceClient, req *meshnetv1.WatchLinksRequest) (<-chan *meshnetv1.WatchLinksResponse, <-chan error) {
+	t.Helper()
+	stream, err := c.WatchLinks(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, errs := make(chan *meshnetv1.WatchLinksResponse, 100), make(chan error, 1)
+	go func() {
+		for {
+			ev, err := stream.Recv()
+			if err != nil {
+				errs <- err
+				return
+			}
+			events <- ev
+		}
+	}()
+	return events, errs
+}
 
 // twoPods is r1:eth1 10.0.0.1/30 <-veth-> r2:eth1 10.0.0.2/30.
 func twoPods(t *testing.T) (*linkservertest.Lab, *links.Netns, *links.Netns) {

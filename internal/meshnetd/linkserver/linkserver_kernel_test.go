@@ -4,7 +4,6 @@ package linkserver_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
@@ -513,26 +512,7 @@ func TestKernelAdminStateRecordedBeforeTheKernel(t *testing.T) {
 				if u.Attrs().Name != "eth1" || (u.Attrs().Flags&net.FlagUp != 0) != wantUp {
 					continue
 				}
-				data, err := os.ReadFile(filepath.Join(lab.Dir, ns+"_r1.json"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				var rec struct {
-					Runtime struct {
-						Applied struct {
-							Links []struct{ Interface, State string } `json:"links"`
-						} `json:"applied"`
-					} `json:"runtime"`
-				}
-				if err := json.Unmarshal(data, &rec); err != nil {
-					t.Fatal(err)
-				}
-				for _, l := range rec.Runtime.Applied.Links {
-					if l.Interface == "eth1" {
-						return l.State
-					}
-				}
-				return ""
+				return lastApplied(t, lab, "r1", "eth1")
 			case <-timeout:
 				t.Fatalf("r1 eth1 never turned up=%v", wantUp)
 			}
@@ -550,6 +530,55 @@ func TestKernelAdminStateRecordedBeforeTheKernel(t *testing.T) {
 	}
 	if got := recordedAt(false, setEnd(down)); got != "LINK_STATE_DOWN" {
 		t.Errorf("SetEndStates down: the last apply said %q when the kernel took eth1 down, want LINK_STATE_DOWN", got)
+	}
+}
+
+// TestKernelEdgeRecordedWhileItWaits: an ApplyPod sent ahead of its moment
+// (a LinkFault's edge) has its admin state in the pod's last apply while
+// it waits, the kernel unchanged until the moment, so that nothing is
+// written at the moment itself; a call called off before its moment puts
+// back what the kernel has, so a restart does not set an edge that never
+// came.
+func TestKernelEdgeRecordedWhileItWaits(t *testing.T) {
+	lab, r1, _ := twoPods(t)
+	st := linkservertest.Start(t, linkservertest.Options{Pods: lab.Store})
+	ctx := context.Background()
+	if _, err := st.Server.ApplyPod(ctx, &meshnetv1.ApplyPodRequest{Namespace: ns, Pod: "r1", Generation: 1,
+		Links: []*meshnetv1.LinkSpec{{Interface: "eth1", State: &up}}}); err != nil {
+		t.Fatal(err)
+	}
+	recorded := func() string { return lastApplied(t, lab, "r1", "eth1") }
+	downAt := func(ctx context.Context, at time.Time) error {
+		_, err := st.Server.ApplyPod(ctx, &meshnetv1.ApplyPodRequest{Namespace: ns, Pod: "r1", Generation: 2,
+			Links: []*meshnetv1.LinkSpec{{Interface: "eth1", State: &down}}, ApplyAt: timestamppb.New(at)})
+		return err
+	}
+
+	// Called off 300 ms into a wait of 900 ms.
+	callCtx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- downAt(callCtx, time.Now().Add(900*time.Millisecond)) }()
+	for deadline := time.Now().Add(250 * time.Millisecond); recorded() != "LINK_STATE_DOWN"; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the last apply says %q while the call waits, want LINK_STATE_DOWN", recorded())
+		}
+	}
+	if !mustState(t, r1, "eth1").AdminUp {
+		t.Fatal("eth1 went down before the call's moment")
+	}
+	mustCode(t, "ApplyPod called off before its moment", <-done, codes.DeadlineExceeded)
+	if got := recorded(); got != "LINK_STATE_UP" || !mustState(t, r1, "eth1").AdminUp {
+		t.Fatalf("after the call was called off: the last apply says %q, eth1 up=%v; want both up", got, mustState(t, r1, "eth1").AdminUp)
+	}
+
+	// On time: down at its moment, and recorded.
+	at := time.Now().Add(300 * time.Millisecond)
+	if err := downAt(ctx, at); err != nil {
+		t.Fatal(err)
+	}
+	if time.Now().Before(at) || mustState(t, r1, "eth1").AdminUp || recorded() != "LINK_STATE_DOWN" {
+		t.Fatalf("after the call's moment: eth1 up=%v, the last apply says %q; want both down", mustState(t, r1, "eth1").AdminUp, recorded())
 	}
 }
 

@@ -123,7 +123,6 @@ func (s *Server) Run(ctx context.Context) { s.watch.Run(ctx) }
 // or DEL changes many of its links (linkwatch.Watcher.Hold).
 func (s *Server) Hold(pod podstore.Key) (release func()) { return s.watch.Hold(pod) }
 
-
 // snapshot is a pod as the kernel has it: the one read the link watcher,
 // and so WatchLinks and ApplyPod's answer, are made of.
 func (s *Server) snapshot(p podstore.Pod) (linkwatch.Snapshot, error) {

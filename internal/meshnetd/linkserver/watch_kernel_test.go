@@ -42,21 +42,7 @@ func TestKernelWatchLinks(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	stream, err := c.WatchLinks(ctx, &meshnetv1.WatchLinksRequest{Namespace: ns, Pod: "r1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	events, errs := make(chan *meshnetv1.WatchLinksResponse, 100), make(chan error, 1)
-	go func() {
-		for {
-			ev, err := stream.Recv()
-			if err != nil {
-				errs <- err
-				return
-			}
-			events <- ev
-		}
-	}()
+	events, errs := watchLinks(t, ctx, c, &meshnetv1.WatchLinksRequest{Namespace: ns, Pod: "r1"})
 	// The listing is the pod as it is, then SYNCED, also when the watch
 	// starts before the watcher's first read of the pod.
 	if ev := nextEvent(t, events, errs); ev.GetType() != meshnetv1.LinkEventType_LINK_EVENT_TYPE_ADDED ||

@@ -33,21 +33,7 @@ func TestKernelWiredKeepsEachEndsLastError(t *testing.T) {
 		return resp.GetLink().GetLastError()
 	}
 
-	stream, err := c.WatchLinks(ctx, &meshnetv1.WatchLinksRequest{Namespace: ns, Pod: "r1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	events, errs := make(chan *meshnetv1.WatchLinksResponse, 100), make(chan error, 1)
-	go func() {
-		for {
-			ev, err := stream.Recv()
-			if err != nil {
-				errs <- err
-				return
-			}
-			events <- ev
-		}
-	}()
+	events, errs := watchLinks(t, ctx, c, &meshnetv1.WatchLinksRequest{Namespace: ns, Pod: "r1"})
 	for ev := nextEvent(t, events, errs); ev.GetType() != meshnetv1.LinkEventType_LINK_EVENT_TYPE_SYNCED; ev = nextEvent(t, events, errs) {
 	}
 

@@ -140,7 +140,7 @@ type wiredSet struct {
 func (w *Wirer) wireLinks(ctx context.Context, p pod, ls []v1beta1.Link, log *slog.Logger) wiredSet {
 	s := wiredSet{records: map[int]podstore.Link{}}
 	vethPeers := map[podstore.Key]map[int]bool{}
-	var shape []shapeEnd
+	var ends []endMade
 	for i, l := range ls {
 		if ctx.Err() != nil {
 			// The caller is gone (the plugin's 2 minutes are up, or the
@@ -154,13 +154,13 @@ func (w *Wirer) wireLinks(ctx context.Context, p pod, ls []v1beta1.Link, log *sl
 		wd, err := w.wireLink(ctx, p, l)
 		if err != nil {
 			log.Error("link failed", "link", l.UID, "intf", l.LocalIntf, "error", err)
-			shape = append(shape, shapeEnd{pod: p.key, link: l, err: err.Error()})
+			ends = append(ends, endMade{pod: p.key, link: l, err: err.Error()})
 			s.failed = append(s.failed, err)
 			continue
 		}
 		s.records[l.UID] = wd.record
 		s.results = append(s.results, wd.result)
-		shape = append(shape, wd.shape...)
+		ends = append(ends, wd.ends...)
 		if wd.remote != nil {
 			s.remotes = append(s.remotes, wd)
 		}
@@ -171,7 +171,7 @@ func (w *Wirer) wireLinks(ctx context.Context, p pod, ls []v1beta1.Link, log *sl
 			vethPeers[*peer][l.UID] = true
 		}
 	}
-	w.shapeEnds(shape)
+	w.settleEnds(ends)
 	for peer, uids := range vethPeers {
 		if err := w.updateRecord(peer, func(pp *podstore.Pod) {
 			for i := range pp.Links {

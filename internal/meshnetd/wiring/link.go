@@ -83,9 +83,9 @@ type wired struct {
 	// vethPeer is the pod on this node at the veth's other end, whose
 	// record must name the link a veth (wireLinks writes it).
 	vethPeer *podstore.Key
-	// shape are the link ends made, to shape as their Topologies say once
-	// the pod's links are made (shapeEnds).
-	shape []shapeEnd
+	// ends are the link ends made, to shape as their Topologies say once
+	// the pod's links are made (settleEnds).
+	ends []endMade
 }
 
 // wireLink makes this pod's end of l, and the peer's end of a veth.
@@ -156,7 +156,7 @@ func (w *Wirer) wirePhy(p pod, l v1beta1.Link, self links.End, res *meshnetv1.Li
 	rec.VNI, rec.PeerNodeIP, rec.UDPPort = uint32(o.VNI), remote.String(), x.Port
 	log.Info("physical peer wired", "result", r, "vni", o.VNI, "remote_vtep", remote)
 	res.Kind, res.Phase = rec.Kind.Proto(), meshnetv1.LinkPhase_LINK_PHASE_READY
-	return wired{result: res, record: rec, shape: []shapeEnd{{pod: p.key, link: l}}}, nil
+	return wired{result: res, record: rec, ends: []endMade{{pod: p.key, link: l}}}, nil
 }
 
 // wireMacvlan makes the pod's end of a macvlan on a host NIC.
@@ -169,7 +169,7 @@ func (w *Wirer) wireMacvlan(p pod, l v1beta1.Link, self links.End, res *meshnetv
 	}
 	log.Info("macvlan wired", "result", r, "parent", l.PeerIntf)
 	res.Kind, res.Phase = rec.Kind.Proto(), meshnetv1.LinkPhase_LINK_PHASE_READY
-	return wired{result: res, record: rec, shape: []shapeEnd{{pod: p.key, link: l}}}, nil
+	return wired{result: res, record: rec, ends: []endMade{{pod: p.key, link: l}}}, nil
 }
 
 // wireVXLAN makes this end of a VXLAN between two nodes with the first of
@@ -200,7 +200,7 @@ func (w *Wirer) wireVXLAN(p pod, l v1beta1.Link, self links.End, peerNode string
 	vni := x.VNI
 	rec.Kind, rec.VNI, rec.PeerNodeIP = v1beta1.LinkKindVXLAN, vni, peerIP.String()
 	log.Info("vxlan end wired", "result", r, "vni", vni, "remote_vtep", peerIP, "peer_node", peerNode)
-	return wired{result: res, record: rec, remote: w.remoteEnd(p.key, l, vni, peerIP), peerIP: peerIP, shape: []shapeEnd{{pod: p.key, link: l}}}, nil
+	return wired{result: res, record: rec, remote: w.remoteEnd(p.key, l, vni, peerIP), peerIP: peerIP, ends: []endMade{{pod: p.key, link: l}}}, nil
 }
 
 // remoteEnd is the request for the peer's end of VXLAN link l of pod k,
@@ -284,11 +284,11 @@ func (w *Wirer) wireVeth(ctx context.Context, p pod, l v1beta1.Link, self links.
 	}
 	log.Info("veth wired", "result", r, "peer", peerKey.String())
 	res.Phase = meshnetv1.LinkPhase_LINK_PHASE_READY
-	shape := []shapeEnd{{pod: p.key, link: l}}
+	ends := []endMade{{pod: p.key, link: l}}
 	if pl := pt.Link(l.UID); pl != nil {
-		shape = append(shape, shapeEnd{pod: peerKey, link: *pl})
+		ends = append(ends, endMade{pod: peerKey, link: *pl})
 	}
-	return wired{result: res, record: rec, vethPeer: &peerKey, shape: shape}, nil
+	return wired{result: res, record: rec, vethPeer: &peerKey, ends: ends}, nil
 }
 
 func udpPort(o *v1beta1.LinkOptions) uint16 {
@@ -298,21 +298,21 @@ func udpPort(o *v1beta1.LinkOptions) uint16 {
 	return v1beta1.DefaultVXLANPort
 }
 
-// shapeEnd is a link end made, with its Topology's link, or not made:
-// err is why.
-type shapeEnd struct {
+// endMade is how making a link end went: made, with its Topology's link,
+// or not, and err is why.
+type endMade struct {
 	pod  podstore.Key
 	link v1beta1.Link
 	err  string
 }
 
-// shapeEnds hands how each end was made to the link server (Config.Wired),
+// settleEnds hands how each end was made to the link server (Config.Wired),
 // once per pod: it shapes the ends made as their links' netem says, and
 // records each end's last error, why it was not made or not shaped, or
 // none. Shaping is never silently ignored: the Topology status shows the
 // error and the link stays unshaped. It returns why each end that could
 // not be shaped was not.
-func (w *Wirer) shapeEnds(ends []shapeEnd) map[podstore.Key]map[string]error {
+func (w *Wirer) settleEnds(ends []endMade) map[podstore.Key]map[string]error {
 	type want struct {
 		uids  map[string]int
 		shape map[string]*shaping.Spec

@@ -85,7 +85,7 @@ func (s peerServer) CreateRemoteEnd(ctx context.Context, req *meshnetv1.CreateRe
 	r, err := links.EnsureVXLAN(links.VXLAN{Node: w.node, End: self, VNI: vni, Local: w.cfg.NodeIP, Remote: remote})
 	unlock()
 	if err != nil {
-		w.shapeEnds([]shapeEnd{{pod: k, link: *l, err: err.Error()}})
+		w.settleEnds([]endMade{{pod: k, link: *l, err: err.Error()}})
 		code := codes.Internal
 		if errors.Is(err, links.ErrVNIInUse) {
 			// The other node took a VNI that another link has here.
@@ -95,7 +95,7 @@ func (s peerServer) CreateRemoteEnd(ctx context.Context, req *meshnetv1.CreateRe
 	}
 	log.Info("vxlan end wired for peer", "result", r, "vni", vni, "remote_vtep", remote, "peer", peer.GetName())
 	var lastErr string
-	if err := w.shapeEnds([]shapeEnd{{pod: k, link: *l}})[k][l.LocalIntf]; err != nil {
+	if err := w.settleEnds([]endMade{{pod: k, link: *l}})[k][l.LocalIntf]; err != nil {
 		lastErr = err.Error()
 	}
 	if err := w.updateRecord(k, func(p *podstore.Pod) {
