@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -247,12 +248,18 @@ func (w *Wirer) createRemoteEnds(ctx context.Context, k podstore.Key, remotes []
 }
 
 // settleFarEnds records, in the record of pod k's sandbox containerID,
-// which far ends are still owed (createRemoteEnds); a record that already
-// says so for each is not written again.
+// which far ends are still owed (createRemoteEnds), and has those asked
+// for again later (askOwed); a record that already says so for each is
+// not written again.
 func (w *Wirer) settleFarEnds(k podstore.Key, containerID string, owed map[int]bool) error {
 	rec, ok := w.cfg.Store.Get(k)
 	if !ok || rec.ContainerID != containerID {
 		return nil
+	}
+	if slices.ContainsFunc(slices.Collect(maps.Values(owed)), func(o bool) bool { return o }) {
+		w.owed.AddRateLimited(k) // askOwed, later
+	} else {
+		w.owed.Forget(k)
 	}
 	if !slices.ContainsFunc(rec.Links, func(l podstore.Link) bool { o, asked := owed[l.UID]; return asked && l.FarEndOwed != o }) {
 		return nil
@@ -267,6 +274,30 @@ func (w *Wirer) settleFarEnds(k podstore.Key, containerID string, owed map[int]b
 			}
 		}
 	})
+}
+
+// askOwed asks the peers' nodes again for the far ends pod k's record says
+// are owed, as a pass of the pod does (SyncLinks), and nothing else: this
+// end is left as it is, and a link the Topology changed or dropped is the
+// pass's. Called by Run for the pods settleFarEnds left owing.
+func (w *Wirer) askOwed(ctx context.Context, k podstore.Key) error {
+	rec, ok := w.cfg.Store.Get(k)
+	if !ok || w.isDeleting(k) || w.isAdding(rec.ContainerID) || !slices.ContainsFunc(rec.Links, farEndOwed) {
+		// Gone, or ADD or DEL at work on it; or made since.
+		return nil
+	}
+	topo, err := w.topology(ctx, k)
+	if err != nil || topo == nil {
+		return err
+	}
+	var owed []v1beta1.Link
+	for _, h := range rec.Links {
+		if l := topo.Link(h.UID); farEndOwed(h) && l != nil && same(h, *l) {
+			owed = append(owed, *l)
+		}
+	}
+	log := w.log.With("pod", k.String(), "container_id", rec.ContainerID)
+	return w.settleFarEnds(k, rec.ContainerID, w.createRemoteEnds(ctx, k, w.owedFarEnds(k, rec, owed, log)))
 }
 
 // TeardownPod is CNI DEL: it removes the pod's ends and the remote ends of

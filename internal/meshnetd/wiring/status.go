@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -18,14 +20,46 @@ import (
 // never written by two at once (the queue hands a key to one worker).
 const statusWorkers = 2
 
+// A far end owed is asked for again owedRetry after it was not made, then
+// twice as long after each failure, up to owedRetryMax (the controller's
+// resync), by owedWorkers pods at a time.
+const (
+	owedRetry    = 5 * time.Second
+	owedRetryMax = 30 * time.Second
+	owedWorkers  = 2
+)
+
 // Run writes the sandbox fields of the Topology status of pods wired or
-// torn down here, until ctx ends. ADD does not wait for it.
+// torn down here, and asks for the far ends owed to them (askOwed), until
+// ctx ends. ADD does not wait for it.
 func (w *Wirer) Run(ctx context.Context) {
 	go func() {
 		<-ctx.Done()
 		w.status.ShutDown()
+		w.owed.ShutDown()
 	}()
 	var wg sync.WaitGroup
+	// The far ends a daemon before this one left owed.
+	for _, p := range w.cfg.Store.List() {
+		if slices.ContainsFunc(p.Links, farEndOwed) {
+			w.owed.Add(p.Key())
+		}
+	}
+	for range owedWorkers {
+		wg.Go(func() {
+			for {
+				k, quit := w.owed.Get()
+				if quit {
+					return
+				}
+				if err := w.askOwed(ctx, k); err != nil && ctx.Err() == nil {
+					w.log.Warn("far ends owed not asked for; retrying", "pod", k.String(), "error", err)
+					w.owed.AddRateLimited(k)
+				}
+				w.owed.Done(k)
+			}
+		})
+	}
 	for range statusWorkers {
 		wg.Go(func() {
 			for {

@@ -172,13 +172,19 @@ func linkChanges(have []podstore.Link, want []v1beta1.Link, names map[string]boo
 			// Wired once (a link waiting for its peer has no kind, and
 			// no interface yet), gone since.
 			add, lost = append(add, l), append(lost, l)
-		case h.Kind == v1beta1.LinkKindVXLAN && h.FarEndOwed:
+		case farEndOwed(h):
 			// This end is there, as it is: only its far end is asked
 			// for again (owedFarEnds).
 			owed = append(owed, l)
 		}
 	}
 	return add, drop, lost, owed
+}
+
+// farEndOwed tells whether recorded link h is a VXLAN whose far end its
+// peer's node has not made yet.
+func farEndOwed(h podstore.Link) bool {
+	return h.Kind == v1beta1.LinkKindVXLAN && h.FarEndOwed
 }
 
 // same tells whether recorded link h is l as the Topology has it now.

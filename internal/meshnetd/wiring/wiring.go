@@ -115,6 +115,10 @@ type Wirer struct {
 	inCNI map[podstore.Key]int
 
 	status workqueue.TypedRateLimitingInterface[podstore.Key]
+	// owed holds the pods whose record says a far end is owed, asked for
+	// again by this daemon (askOwed), 5 s after it was not made and at
+	// most 30 s apart: no controller's pass is needed, nor a controller.
+	owed workqueue.TypedRateLimitingInterface[podstore.Key]
 
 	// toPeers bounds the calls in flight to each other node's meshnetd.
 	toPeers peerQueues
@@ -149,6 +153,9 @@ func New(cfg Config) (*Wirer, error) {
 		status: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[podstore.Key](),
 			workqueue.TypedRateLimitingQueueConfig[podstore.Key]{Name: "topology-status"}),
+		owed: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[podstore.Key](owedRetry, owedRetryMax),
+			workqueue.TypedRateLimitingQueueConfig[podstore.Key]{Name: "far-ends-owed"}),
 	}, nil
 }
 
