@@ -10,6 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
@@ -45,39 +46,37 @@ func (w *Wirer) Run(ctx context.Context) {
 			w.owed.Add(p.Key())
 		}
 	}
-	for range owedWorkers {
-		wg.Go(func() {
-			for {
-				k, quit := w.owed.Get()
-				if quit {
-					return
-				}
-				if err := w.askOwed(ctx, k); err != nil && ctx.Err() == nil {
-					w.log.Warn("far ends owed not asked for; retrying", "pod", k.String(), "error", err)
-					w.owed.AddRateLimited(k)
-				}
-				w.owed.Done(k)
-			}
-		})
-	}
-	for range statusWorkers {
-		wg.Go(func() {
-			for {
-				k, quit := w.status.Get()
-				if quit {
-					return
-				}
-				if err := w.writeStatus(ctx, k); err != nil && ctx.Err() == nil {
-					w.log.Warn("topology status not written; retrying", "pod", k.String(), "error", err)
-					w.status.AddRateLimited(k)
-				} else {
-					w.status.Forget(k)
-				}
-				w.status.Done(k)
-			}
-		})
-	}
+	w.serve(ctx, &wg, w.owed, owedWorkers, "far ends owed not asked for", w.askOwed)
+	w.serve(ctx, &wg, w.status, statusWorkers, "topology status not written", func(ctx context.Context, k podstore.Key) error {
+		err := w.writeStatus(ctx, k)
+		if err == nil {
+			w.status.Forget(k)
+		}
+		return err
+	})
 	wg.Wait()
+}
+
+// serve hands the pods of q to do on workers goroutines of wg until q
+// shuts down: a pod do fails for comes back after q's backoff, and the log
+// says what failed did not happen. do forgets a pod's failures itself.
+func (w *Wirer) serve(ctx context.Context, wg *sync.WaitGroup, q workqueue.TypedRateLimitingInterface[podstore.Key], workers int, failed string,
+	do func(context.Context, podstore.Key) error) {
+	for range workers {
+		wg.Go(func() {
+			for {
+				k, quit := q.Get()
+				if quit {
+					return
+				}
+				if err := do(ctx, k); err != nil && ctx.Err() == nil {
+					w.log.Warn(failed+"; retrying", "pod", k.String(), "error", err)
+					q.AddRateLimited(k)
+				}
+				q.Done(k)
+			}
+		})
+	}
 }
 
 // writeStatus patches the status of a pod's Topology with what this node
