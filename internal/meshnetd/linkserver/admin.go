@@ -209,9 +209,7 @@ func (s *Server) SetEndStates(ctx context.Context, pod podstore.Key, states map[
 // the states the kernel does not have yet are written, and only when the
 // last apply does not have them either.
 func (s *Server) recordAdminAhead(p podstore.Pod, st *podRecord, devs map[string]links.Interface, up map[string]bool) error {
-	changing := maps.Clone(up)
-	maps.DeleteFunc(changing, func(intf string, u bool) bool { d, ok := devs[intf]; return ok && d.AdminUp == u })
-	ahead, err := st.followAdmin(changing)
+	ahead, err := st.followAdmin(notInKernel(devs, up))
 	if err != nil {
 		// A last apply that does not decode is replaced by the next
 		// apply that converges; the states are set all the same.
@@ -222,6 +220,14 @@ func (s *Server) recordAdminAhead(p podstore.Pod, st *podRecord, devs map[string
 		return nil
 	}
 	return s.saveRecord(p, *st)
+}
+
+// notInKernel are the states of up (by interface) the kernel's interfaces
+// devs do not have yet.
+func notInKernel(devs map[string]links.Interface, up map[string]bool) map[string]bool {
+	changing := maps.Clone(up)
+	maps.DeleteFunc(changing, func(intf string, u bool) bool { d, ok := devs[intf]; return ok && d.AdminUp == u })
+	return changing
 }
 
 // SetEndState is SetEndStates for one end, which it reads back: what
@@ -247,57 +253,27 @@ func (s *Server) SetEndState(ctx context.Context, pod podstore.Key, intf string,
 // its moment; a meshnetd that stops while the call waits re-applies the
 // edge at its restart, early by at most the call's wait.
 func (s *Server) recordAdminEarly(p podstore.Pod, plans []linkPlan) (putBack func(), err error) {
-	admin := map[string]bool{}
-	for _, pl := range plans {
-		if pl.wired && pl.spec.State != nil {
-			admin[pl.link.LocalIntf] = pl.spec.GetState() == meshnetv1.LinkState_LINK_STATE_UP
-		}
-	}
+	admin := adminStates(plans)
 	if len(admin) == 0 {
 		return func() {}, nil
 	}
-	// record has the pod's last apply follow the states states gives
-	// for the kernel's interfaces, with the pod and the links locked.
-	intfs := slices.Sorted(maps.Keys(admin))
-	record := func(states func(devs map[string]links.Interface) map[string]bool) error {
-		defer s.lockPod(p.Key(), intfs)()
-		st, err := s.load(p)
-		if err != nil {
-			return err
-		}
-		n, err := openPod(p)
-		if err != nil {
-			return err
-		}
-		defer n.Close()
-		devs, err := links.ReadAll(n.links)
-		if err != nil {
-			return err
-		}
-		changed, err := st.followAdmin(states(devs))
-		if err != nil || !changed {
-			return err
-		}
-		return s.saveRecord(p, st)
-	}
 	var wrote map[string]bool
-	err = record(func(devs map[string]links.Interface) map[string]bool {
-		wrote = maps.Clone(admin)
-		maps.DeleteFunc(wrote, func(intf string, up bool) bool { d, ok := devs[intf]; return ok && d.AdminUp == up })
-		return wrote
+	err = s.withPod(p, nil, func(_ *podNetns, st *podRecord, devs map[string]links.Interface) (bool, error) {
+		wrote = notInKernel(devs, admin)
+		return st.followAdmin(wrote)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return func() {
-		err := record(func(devs map[string]links.Interface) map[string]bool {
+		err := s.withPod(p, nil, func(_ *podNetns, st *podRecord, devs map[string]links.Interface) (bool, error) {
 			kernel := map[string]bool{}
 			for intf := range wrote {
 				if d, ok := devs[intf]; ok {
 					kernel[intf] = d.AdminUp
 				}
 			}
-			return kernel
+			return st.followAdmin(kernel)
 		})
 		if err != nil {
 			s.log.Warn("last apply not put back after a call called off", "pod", p.Key().String(), "node", s.node, "error", err)

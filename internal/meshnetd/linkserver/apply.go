@@ -123,7 +123,7 @@ func (s *Server) apply(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*me
 	if at := req.GetApplyAt(); at != nil && time.Until(at.AsTime()) > 0 {
 		putBack, err := s.recordAdminEarly(p, plans)
 		if err != nil {
-			return nil, status.Error(codes.Internal, err.Error())
+			return nil, err
 		}
 		if err := waitUntil(ctx, at); err != nil {
 			putBack()
@@ -169,12 +169,7 @@ func (s *Server) applyLocal(ctx context.Context, v *violations, failed *[]error,
 	}
 	// Admin states in one batch: one dump of the pod's routes and
 	// addresses, one wait for carrier, however many links.
-	admin := map[string]bool{}
-	for _, pl := range plans {
-		if pl.wired && pl.spec.State != nil {
-			admin[pl.link.LocalIntf] = pl.spec.GetState() == meshnetv1.LinkState_LINK_STATE_UP
-		}
-	}
+	admin := adminStates(plans)
 	if err := s.recordAdminAhead(p, st, devs, admin); err != nil {
 		return changed, err
 	}
@@ -408,6 +403,18 @@ func setPeerMTU(peer podstore.Pod, intf string, mtu int) error {
 	}
 	defer n.Close()
 	return links.SetMTU(n, intf, mtu)
+}
+
+// adminStates are the admin states the plans set, up by interface, for
+// the links wired here.
+func adminStates(plans []linkPlan) map[string]bool {
+	admin := map[string]bool{}
+	for _, pl := range plans {
+		if pl.wired && pl.spec.State != nil {
+			admin[pl.link.LocalIntf] = pl.spec.GetState() == meshnetv1.LinkState_LINK_STATE_UP
+		}
+	}
+	return admin
 }
 
 // waitUntil returns at the moment at (at once when it is unset or passed),
