@@ -15,13 +15,13 @@ go test -tags cluster -run '^$' -bench '^BenchmarkCluster' -benchtime 6x ./...
 echo "=== kernel benchmarks"
 kbench() { go test -tags kernel -run '^$' -bench "$1" -benchtime "$2" "${@:3}"; }
 # Each iteration of these is already many operations: they report p50/p99.
-kbench '^BenchmarkKernelAdd$' 100x ./internal/meshnetd/wiring
-kbench '^BenchmarkKernelWire100Pods$' 3x ./internal/meshnetd/wiring
+kbench '^BenchmarkKernelAdd$' 100x ./internal/meshnetd/podlinks
+kbench '^BenchmarkKernelWire100Pods$' 3x ./internal/meshnetd/podlinks
 kbench '^BenchmarkKernelEditToKernel$' 1x ./internal/meshnet-controller/controller
 kbench '^BenchmarkKernelRuntimeChangeToStatus$' 1x ./internal/meshnet-controller/controller
 kbench '^BenchmarkKernelBatch1000Links$' 4x -timeout 30m ./internal/meshnet-controller/controller
 kbench '^BenchmarkKernelEditLinks$' 4x -timeout 60m ./internal/meshnet-controller/controller
-kbench '^BenchmarkKernel(ListLinks|Scrape)1000' 1s -p 1 ./internal/meshnetd/linkserver ./internal/meshnetd/metrics
+kbench '^BenchmarkKernel(ListLinks|Scrape)1000' 1s -p 1 ./internal/meshnetd/podlinks ./internal/meshnetd/metrics
 kbench '^BenchmarkKernelReadLinkWideNetns$' 200x ./internal/meshnetd/links
 kbench '^BenchmarkKernelReadAllWideNetns$' 20x ./internal/meshnetd/links
 kbench '^BenchmarkKernelCaptureVXLAN$' 3x ./internal/meshnetd/capture

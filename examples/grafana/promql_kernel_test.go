@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/meshnet/meshnet/internal/meshnetd/links/netnstest"
-	"github.com/meshnet/meshnet/internal/meshnetd/linkserver/linkservertest"
+	"github.com/meshnet/meshnet/internal/meshnetd/podlinks/podlinkstest"
 )
 
 // prometheusBinary is Debian's prometheus (hack/deps.sh), or
@@ -130,9 +130,9 @@ func instantQuery(t *testing.T, base, expr string) queryResult {
 // pings sent over the link.
 func TestKernelDashboardPromQL(t *testing.T) {
 	queries := load(t).targets(prometheusType)
-	lab := linkservertest.NewLab(t)
-	lab.Veth("lab", 1, linkservertest.End{Pod: "r1", Intf: "eth1", Addr: "10.0.0.1/30"}, linkservertest.End{Pod: "r2", Intf: "eth1", Addr: "10.0.0.2/30"})
-	stack := linkservertest.Start(t, linkservertest.Options{Pods: lab.Store})
+	lab := podlinkstest.NewLab(t)
+	lab.Veth("lab", 1, podlinkstest.End{Pod: "r1", Intf: "eth1", Addr: "10.0.0.1/30"}, podlinkstest.End{Pod: "r2", Intf: "eth1", Addr: "10.0.0.2/30"})
+	stack := podlinkstest.Start(t, podlinkstest.Options{Pods: lab.Store})
 	prom := startPrometheus(t, stack.HTTPAddr)
 
 	r1 := lab.Pod("lab", "r1")

@@ -19,7 +19,7 @@ import (
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
 	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/meshnet-lab/controlplane/clustertest"
-	"github.com/meshnet/meshnet/internal/meshnetd/linkserver/linkservertest"
+	"github.com/meshnet/meshnet/internal/meshnetd/podlinks/podlinkstest"
 	"github.com/meshnet/meshnet/internal/meshnetd/podstore"
 	"github.com/meshnet/meshnet/internal/netemconv"
 )
@@ -121,7 +121,7 @@ func TestClusterValidationAgrees(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	meshnetd := linkservertest.Start(t, linkservertest.Options{Pods: store}).Client(t, "")
+	meshnetd := podlinkstest.Start(t, podlinkstest.Options{Pods: store}).Client(t, "")
 
 	for i, c := range agreementCases {
 		t.Run(c.name, func(t *testing.T) {

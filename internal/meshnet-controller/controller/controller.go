@@ -70,7 +70,7 @@ const nodeField = "status.node"
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=meshnet,resources=leases,verbs=get;list;watch;create;update;patch;delete
 
 // Reconciler converges Topologies. Its patch on topologies is what meshnetd
-// demands of ApplyPod's caller (internal/meshnetd/linkserver); core events in meshnet
+// demands of ApplyPod's caller (internal/meshnetd/podlinks); core events in meshnet
 // are leader election's.
 type Reconciler struct {
 	Client   client.Client

@@ -49,15 +49,12 @@ import (
 	"github.com/meshnet/meshnet/internal/cniconf"
 	"github.com/meshnet/meshnet/internal/daemonclient"
 	"github.com/meshnet/meshnet/internal/meshnetd/dataserver"
-	"github.com/meshnet/meshnet/internal/meshnetd/linklock"
-	"github.com/meshnet/meshnet/internal/meshnetd/linkserver"
 	"github.com/meshnet/meshnet/internal/meshnetd/metrics"
 	"github.com/meshnet/meshnet/internal/meshnetd/nscache"
+	"github.com/meshnet/meshnet/internal/meshnetd/podlinks"
 	"github.com/meshnet/meshnet/internal/meshnetd/podstore"
 	"github.com/meshnet/meshnet/internal/meshnetd/topotrack"
-	"github.com/meshnet/meshnet/internal/meshnetd/wiring"
 	"github.com/meshnet/meshnet/internal/partition"
-	"github.com/meshnet/meshnet/internal/shaping"
 )
 
 // Config is meshnetd's configuration, one field a flag.
@@ -232,13 +229,16 @@ func Run(ctx context.Context, cfg Config) error {
 	defer tr.stop()
 	pool, trustDone := newPool(cfg, tr, log)
 	defer pool.Close()
-	wirer, linkSrv, err := newLinkOwners(cfg, k, store, w, pool, port)
+	podLinks, err := podlinks.New(podlinks.Config{
+		NodeName: cfg.NodeName, NodeIP: cfg.NodeIP, NodeNetns: cfg.NodeNetns, MacvlanParents: cfg.MacvlanParents, PeerPort: port, Peers: pool,
+		Store: store, Topologies: w.topologies, Pods: w.namespaces, Client: k.client, Log: cfg.Log,
+	})
 	if err != nil {
 		return err
 	}
-	defer wirer.Close()
+	defer podLinks.Close()
 	dataSrv := dataserver.New(dataserver.Config{Reader: w.namespaces, Log: cfg.Log, Links: &daemonclient.Daemons{
-		Node: cfg.NodeName, Local: linkSrv, Dial: pool.Conn,
+		Node: cfg.NodeName, Local: podLinks, Dial: pool.Conn,
 		Resolver: &partition.Resolver{Reader: w.endpoints, Namespace: cfg.DaemonNamespace, Service: cfg.DaemonService, Port: "grpc"},
 	}})
 	issuer := auth.NewIssuer(func(ctx context.Context, path string) ([]byte, error) {
@@ -246,8 +246,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}, log)
 	checker := auth.NewChecker(k.kube, tokenReviewTTL).WithIssuer(issuer)
 	srv, err := newServers(ctx, cfg, log, tr, checker, services{
-		cni: wirer.CNIServer(), peer: wirer.PeerServer(linkSrv), link: linkSrv, data: dataSrv,
-		links: metrics.NewLinks(store, linkSrv.ReadPod, cfg.Log),
+		cni: podLinks.CNIServer(), peer: podLinks.PeerServer(), link: podLinks, data: dataSrv,
+		links: metrics.NewLinks(store, podLinks.ReadPod, cfg.Log),
 	})
 	if err != nil {
 		return err
@@ -255,13 +255,11 @@ func Run(ctx context.Context, cfg Config) error {
 
 	serveErr := make(chan error, 3)
 	srv.serve(serveErr)
-	statusDone := make(chan struct{})
-	go func() { wirer.Run(ctx); close(statusDone) }()
-	watchDone := make(chan struct{})
-	go func() { linkSrv.Run(ctx); close(watchDone) }()
+	linksDone := make(chan struct{})
+	go func() { podLinks.Run(ctx); close(linksDone) }()
 	for _, p := range store.List() {
 		// State set at runtime survives a daemon restart.
-		if err := linkSrv.Reapply(ctx, p.Key()); err != nil {
+		if err := podLinks.Reapply(ctx, p.Key()); err != nil {
 			log.Warn("runtime state not re-applied", "pod", p.Key().String(), "error", err)
 		}
 	}
@@ -278,10 +276,9 @@ func Run(ctx context.Context, cfg Config) error {
 			log.Error("conflist not removed", "error", err)
 		}
 	}
-	cancel() // the watches, the wirer's and the link server's loops
+	cancel() // the watches and the pods' links' loops
 	srv.stopGRPC()
-	<-statusDone
-	<-watchDone
+	<-linksDone
 	os.Remove(cfg.Socket)
 	return runErr
 }
@@ -363,33 +360,6 @@ func startWatches(ctx context.Context, cfg Config, k *kube, store *podstore.Stor
 	topologies := topotrack.New(k.client)
 	topologies.Follow(store)
 	return &watches{endpoints: endpoints, namespaces: namespaces, topologies: topologies, done: done}, nil
-}
-
-// newLinkOwners makes the two owners of the node's pods' links: the wirer
-// (CNI ADD/DEL, far ends, PeerService) and the link server (runtime
-// changes, ApplyPod), which call each other.
-func newLinkOwners(cfg Config, k *kube, store *podstore.Store, w *watches, pool *daemonclient.Pool, port int) (*wiring.Wirer, *linkserver.Server, error) {
-	locks := &linklock.Locks{}
-	var linkSrv *linkserver.Server // serves before the wirer calls it
-	wirer, err := wiring.New(wiring.Config{
-		NodeName: cfg.NodeName, NodeIP: cfg.NodeIP, NodeNetns: cfg.NodeNetns, MacvlanParents: cfg.MacvlanParents, PeerPort: port, Peers: pool,
-		Store: store, Locks: locks, Topologies: w.topologies, Pods: w.namespaces, Client: k.client, Log: cfg.Log,
-		Hold: func(k podstore.Key) func() { return linkSrv.Hold(k) },
-		Wired: func(k podstore.Key, shape map[string]*shaping.Spec, errs map[string]string) map[string]error {
-			return linkSrv.Wired(k, shape, errs)
-		},
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	linkSrv, err = linkserver.New(linkserver.Config{
-		Pods: store, Locks: locks, Remote: wirer, Links: wirer, Node: cfg.NodeName, NodeIP: cfg.NodeIP, Log: cfg.Log,
-	})
-	if err != nil {
-		wirer.Close()
-		return nil, nil, err
-	}
-	return wirer, linkSrv, nil
 }
 
 // openStore opens the pod store in stateDir/pods, and moves into it the

@@ -4,6 +4,7 @@ package dataserver_test
 
 import (
 	"net/http"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,22 +15,22 @@ import (
 
 	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/meshnetd/dataserver/dataservertest"
-	"github.com/meshnet/meshnet/internal/meshnetd/linklock"
-	"github.com/meshnet/meshnet/internal/meshnetd/linkserver"
+	"github.com/meshnet/meshnet/internal/meshnetd/podlinks"
 	"github.com/meshnet/meshnet/internal/meshnetd/podstore"
 )
 
 // emptyLinkServer is node-a's real LinkService with no pods wired on it:
 // it answers ListLinks, with nothing.
-func emptyLinkServer(t *testing.T) *linkserver.Server {
+func emptyLinkServer(t *testing.T) *podlinks.Reconciler {
 	store, err := podstore.Open(filepath.Join(t.TempDir(), "pods"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := linkserver.New(linkserver.Config{Pods: store, Locks: &linklock.Locks{}, Node: "node-a"})
+	s, err := podlinks.New(podlinks.Config{NodeName: "node-a", NodeIP: netip.MustParseAddr("127.0.0.1"), Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { s.Close() })
 	return s
 }
 

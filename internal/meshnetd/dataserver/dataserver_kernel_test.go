@@ -16,7 +16,7 @@ import (
 	"github.com/meshnet/meshnet/internal/meshnetd/dataserver/dataservertest"
 	"github.com/meshnet/meshnet/internal/meshnetd/links"
 	"github.com/meshnet/meshnet/internal/meshnetd/links/netnstest"
-	"github.com/meshnet/meshnet/internal/meshnetd/linkserver/linkservertest"
+	"github.com/meshnet/meshnet/internal/meshnetd/podlinks/podlinkstest"
 )
 
 // TestKernelLiveCounters wires real veth pairs on two emulated nodes, each
@@ -25,13 +25,13 @@ import (
 // its EndpointSlice, node-c's meshnetd down. Traffic thickens an edge; a
 // cable pull turns it red at the next refresh.
 func TestKernelLiveCounters(t *testing.T) {
-	labA, labB := linkservertest.NewLab(t), linkservertest.NewLab(t)
-	labA.Veth("lab", 1, linkservertest.End{Pod: "r1", Intf: "eth1", Addr: "10.0.0.1/30"}, linkservertest.End{Pod: "r2", Intf: "eth1", Addr: "10.0.0.2/30"})
-	labB.Veth("lab", 2, linkservertest.End{Pod: "r3", Intf: "eth1", Addr: "10.0.1.1/30"}, linkservertest.End{Pod: "r4", Intf: "eth1", Addr: "10.0.1.2/30"})
-	stackA := linkservertest.Start(t, linkservertest.Options{Pods: labA.Store, Node: "node-a"})
-	stackB := linkservertest.Start(t, linkservertest.Options{Pods: labB.Store, Node: "node-b"})
+	labA, labB := podlinkstest.NewLab(t), podlinkstest.NewLab(t)
+	labA.Veth("lab", 1, podlinkstest.End{Pod: "r1", Intf: "eth1", Addr: "10.0.0.1/30"}, podlinkstest.End{Pod: "r2", Intf: "eth1", Addr: "10.0.0.2/30"})
+	labB.Veth("lab", 2, podlinkstest.End{Pod: "r3", Intf: "eth1", Addr: "10.0.1.1/30"}, podlinkstest.End{Pod: "r4", Intf: "eth1", Addr: "10.0.1.2/30"})
+	stackA := podlinkstest.Start(t, podlinkstest.Options{Pods: labA.Store, Node: "node-a"})
+	stackB := podlinkstest.Start(t, podlinkstest.Options{Pods: labB.Store, Node: "node-b"})
 
-	h := dataservertest.Start(t, "node-a", stackA.Server)
+	h := dataservertest.Start(t, "node-a", stackA.Links)
 	h.Daemon("node-b", "192.0.2.2", stackB.GRPCAddr)
 	h.Daemon("node-c", "192.0.2.3", dataservertest.ClosedAddr(t))
 	for _, p := range []struct{ pod, node, peer string }{
@@ -52,7 +52,7 @@ func TestKernelLiveCounters(t *testing.T) {
 
 	r1, r3 := labA.Pod("lab", "r1"), labB.Pod("lab", "r3")
 	for n, dst := range map[*links.Netns]string{r1: "10.0.0.2", r3: "10.0.1.2"} {
-		if ok, out := linkservertest.Ping(n, dst, 3); !ok {
+		if ok, out := podlinkstest.Ping(n, dst, 3); !ok {
 			t.Fatalf("ping %s: %s", dst, out)
 		}
 	}
@@ -109,7 +109,7 @@ func TestKernelLiveCounters(t *testing.T) {
 
 	// A cable pull through LinkService: red at the next refresh, before
 	// anyone writes the Topology status.
-	if _, err := stackA.Server.SetLinkState(context.Background(), &meshnetv1.SetLinkStateRequest{
+	if _, err := stackA.Links.SetLinkState(context.Background(), &meshnetv1.SetLinkStateRequest{
 		Namespace: "lab", Pod: "r1", Interface: "eth1", State: meshnetv1.LinkState_LINK_STATE_DOWN}); err != nil {
 		t.Fatal(err)
 	}

@@ -12,18 +12,18 @@ import (
 	"time"
 
 	"github.com/meshnet/meshnet/internal/meshnetd/links/netnstest"
-	"github.com/meshnet/meshnet/internal/meshnetd/linkserver/linkservertest"
+	"github.com/meshnet/meshnet/internal/meshnetd/podlinks/podlinkstest"
 )
 
 // TestKernelCaptureOverREST captures a ping on a link with curl, as the
 // docs show it, and decodes the stream with Debian's tshark. Only a token
 // that may change the link may capture it; bad parameters are named.
 func TestKernelCaptureOverREST(t *testing.T) {
-	tok := linkservertest.Cluster(t, "lab")
-	lab := linkservertest.NewLab(t)
-	lab.Veth("lab", 1, linkservertest.End{Pod: "r1", Intf: "eth1", Addr: "10.0.0.1/30"}, linkservertest.End{Pod: "r2", Intf: "eth1", Addr: "10.0.0.2/30"})
+	tok := podlinkstest.Cluster(t, "lab")
+	lab := podlinkstest.NewLab(t)
+	lab.Veth("lab", 1, podlinkstest.End{Pod: "r1", Intf: "eth1", Addr: "10.0.0.1/30"}, podlinkstest.End{Pod: "r2", Intf: "eth1", Addr: "10.0.0.2/30"})
 	r1 := lab.Pod("lab", "r1")
-	st := linkservertest.Start(t, linkservertest.Options{Pods: lab.Store, Checker: tok.Checker, ReadOpen: true})
+	st := podlinkstest.Start(t, podlinkstest.Options{Pods: lab.Store, Checker: tok.Checker, ReadOpen: true})
 	curl := curlPath(t)
 	tshark, err := exec.LookPath("tshark")
 	if err != nil {
@@ -31,7 +31,7 @@ func TestKernelCaptureOverREST(t *testing.T) {
 	}
 	url := "http://" + st.HTTPAddr + "/v1/namespaces/lab/pods/r1/links/eth1/capture"
 	before := netnstest.LinkConfig(t, r1.Path(), "eth1")
-	if ok, out := linkservertest.Ping(r1, "10.0.0.2", 1); !ok { // ARP resolved before the capture
+	if ok, out := podlinkstest.Ping(r1, "10.0.0.2", 1); !ok { // ARP resolved before the capture
 		t.Fatalf("ping: %s", out)
 	}
 
@@ -50,7 +50,7 @@ func TestKernelCaptureOverREST(t *testing.T) {
 			t.Fatalf("no pcapng header from %s after 5s: %s", url, stderr.String())
 		}
 	}
-	if ok, out := linkservertest.Ping(r1, "10.0.0.2", 3); !ok {
+	if ok, out := podlinkstest.Ping(r1, "10.0.0.2", 3); !ok {
 		t.Fatalf("ping: %s", out)
 	}
 	if err := cmd.Wait(); err != nil {

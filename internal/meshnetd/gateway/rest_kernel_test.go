@@ -19,7 +19,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/meshnet/meshnet/internal/meshnetd/links"
-	"github.com/meshnet/meshnet/internal/meshnetd/linkserver/linkservertest"
+	"github.com/meshnet/meshnet/internal/meshnetd/podlinks/podlinkstest"
 )
 
 // grpcurl builds grpcurl from tools/go.mod (or takes $MESHNET_GRPCURL).
@@ -70,11 +70,11 @@ func waitCarrier(t *testing.T, n *links.Netns, intf string, want bool) {
 // with nothing but the address (server reflection, health), and curl on
 // the REST mapping, with the effects checked in the kernel.
 func TestKernelRESTAndGrpcurl(t *testing.T) {
-	tok := linkservertest.Cluster(t, "lab")
-	lab := linkservertest.NewLab(t)
-	lab.Veth("lab", 1, linkservertest.End{Pod: "r1", Intf: "eth1", Addr: "10.0.0.1/30"}, linkservertest.End{Pod: "r2", Intf: "eth1", Addr: "10.0.0.2/30"})
+	tok := podlinkstest.Cluster(t, "lab")
+	lab := podlinkstest.NewLab(t)
+	lab.Veth("lab", 1, podlinkstest.End{Pod: "r1", Intf: "eth1", Addr: "10.0.0.1/30"}, podlinkstest.End{Pod: "r2", Intf: "eth1", Addr: "10.0.0.2/30"})
 	r1, r2 := lab.Pod("lab", "r1"), lab.Pod("lab", "r2")
-	st := linkservertest.Start(t, linkservertest.Options{Pods: lab.Store, Checker: tok.Checker, ReadOpen: true})
+	st := podlinkstest.Start(t, podlinkstest.Options{Pods: lab.Store, Checker: tok.Checker, ReadOpen: true})
 	gc := grpcurl(t)
 	curl := curlPath(t)
 	state := func() links.Reading {

@@ -1,7 +1,7 @@
 // Package metrics exports meshnetd's Prometheus metrics: per-link kernel
 // counters, admin state, carrier and netem settings of every link of every
 // pod in the pod store, read from the kernel at scrape time (nothing polls
-// in the background) with the reader the API uses (linkserver's), and the
+// in the background) with the reader the API uses (podlinks'), and the
 // latency of meshnetd's gRPC calls.
 package metrics
 
@@ -19,7 +19,7 @@ import (
 	"github.com/meshnet/meshnet/internal/shaping"
 )
 
-// Reader reads a pod's links back from the kernel (linkserver.Server's
+// Reader reads a pod's links back from the kernel (podlinks.Reconciler's
 // ReadPod); a link it could not read has no counters.
 type Reader func(podstore.Pod) ([]*meshnetv1.LinkStatus, error)
 

@@ -4,6 +4,7 @@ package metrics_test
 
 import (
 	"net/http/httptest"
+	"net/netip"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,11 +12,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/meshnet/meshnet/internal/meshnetd/linklock"
 	"github.com/meshnet/meshnet/internal/meshnetd/links"
-	"github.com/meshnet/meshnet/internal/meshnetd/linkserver"
-	"github.com/meshnet/meshnet/internal/meshnetd/linkserver/linkservertest"
 	"github.com/meshnet/meshnet/internal/meshnetd/metrics"
+	"github.com/meshnet/meshnet/internal/meshnetd/podlinks"
+	"github.com/meshnet/meshnet/internal/meshnetd/podlinks/podlinkstest"
 	"github.com/meshnet/meshnet/internal/meshnetd/podstore"
 )
 
@@ -63,10 +63,11 @@ func metricValue(m *dto.Metric) float64 {
 // collector.
 func reader(t testing.TB, store *podstore.Store) metrics.Reader {
 	t.Helper()
-	srv, err := linkserver.New(linkserver.Config{Pods: store, Locks: &linklock.Locks{}})
+	srv, err := podlinks.New(podlinks.Config{NodeName: "node-a", NodeIP: netip.MustParseAddr("127.0.0.1"), Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { srv.Close() })
 	return srv.ReadPod
 }
 
@@ -74,10 +75,10 @@ func reader(t testing.TB, store *podstore.Store) metrics.Reader {
 // kernel's, admin state and carrier follow a cable pull, labels name the
 // link.
 func TestKernelLinkMetrics(t *testing.T) {
-	lab := linkservertest.NewLab(t)
-	lab.Veth("lab", 4, linkservertest.End{Pod: "r1", Intf: "eth1", Addr: "10.0.0.1/30"}, linkservertest.End{Pod: "r2", Intf: "eth1", Addr: "10.0.0.2/30"})
+	lab := podlinkstest.NewLab(t)
+	lab.Veth("lab", 4, podlinkstest.End{Pod: "r1", Intf: "eth1", Addr: "10.0.0.1/30"}, podlinkstest.End{Pod: "r2", Intf: "eth1", Addr: "10.0.0.2/30"})
 	r1, r2 := lab.Pod("lab", "r1"), lab.Pod("lab", "r2")
-	if ok, out := linkservertest.Ping(r1, "10.0.0.2", 5); !ok {
+	if ok, out := podlinkstest.Ping(r1, "10.0.0.2", 5); !ok {
 		t.Fatalf("ping: %s", out)
 	}
 	reg := prometheus.NewRegistry()
@@ -145,12 +146,12 @@ func TestKernelLinkMetrics(t *testing.T) {
 // encode) of 1,000 link ends: 200 pods with 5 veth links each. Target:
 // 100 ms or less.
 func BenchmarkKernelScrape1000Links(b *testing.B) {
-	lab := linkservertest.NewLab(b)
+	lab := podlinkstest.NewLab(b)
 	lab.Mesh("lab", 200, 5)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metrics.NewLinks(lab.Store, reader(b, lab.Store), nil))
 	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
-	cpu := linkservertest.CPU(b)
+	cpu := podlinkstest.CPU(b)
 	for b.Loop() {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))

@@ -32,7 +32,7 @@ type Pod struct {
 	Network string `json:"network,omitempty"`
 	Links   []Link `json:"links,omitempty"`
 	// Runtime is what runtime calls set on the pod, in the JSON of their
-	// server (linkserver), which the store keeps and does not read, as
+	// owner (podlinks), which the store keeps and does not read, as
 	// containerd keeps a plugin's extension in a container's record. Put
 	// keeps the record's Runtime whatever p has; only SetRuntime writes it.
 	Runtime json.RawMessage `json:"runtime,omitempty"`

@@ -1,0 +1,240 @@
+package podlinks
+
+import (
+	"context"
+	"errors"
+
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/internal/meshnetd/linklock"
+	"github.com/meshnet/meshnet/internal/meshnetd/links"
+	"github.com/meshnet/meshnet/internal/meshnetd/linkwatch"
+	"github.com/meshnet/meshnet/internal/meshnetd/podstore"
+	"github.com/meshnet/meshnet/internal/netem"
+)
+
+// RemoteEnds reaches the far end of a cross-node VXLAN link, which only the
+// peer's node can change: VXLAN carries no carrier, so a cable pull takes
+// both nodes. A Reconciler with Peers reaches them through the peer
+// node's PeerService (SetRemoteStates).
+type RemoteEnds interface {
+	// SetRemoteStates sets the admin state of the peer's ends of links,
+	// VXLAN links of pod on this node: one call per peer node, however
+	// many links. It returns one result per end, in order.
+	SetRemoteStates(ctx context.Context, pod podstore.Key, ends []RemoteState) []EndResult
+}
+
+// RemoteState is the admin state wanted for the far end of Link.
+type RemoteState struct {
+	Link podstore.Link
+	Up   bool
+}
+
+// EndResult is what became of one link end set to an admin state, here
+// (SetEndStates) or on the peer's node (RemoteEnds): Changed when it was
+// not in that state already, or why it was not set.
+type EndResult struct {
+	Changed bool
+	Err     error
+}
+
+// snapshot is a pod as the kernel has it: the one read the link watcher,
+// and so WatchLinks and ApplyPod's answer, are made of.
+func (rc *Reconciler) snapshot(p podstore.Pod) (linkwatch.Snapshot, error) {
+	ls, routes, err := rc.read(p, "", true)
+	return linkwatch.Snapshot{Links: ls, Routes: routes}, err
+}
+
+// lookup finds a pod this node hosts.
+func (rc *Reconciler) lookup(namespace, pod string) (podstore.Pod, error) {
+	p, ok := rc.cfg.Store.Get(podstore.Key{Namespace: namespace, Name: pod})
+	if !ok {
+		return podstore.Pod{}, status.Errorf(codes.NotFound, "pod %s/%s is not wired on node %s", namespace, pod, rc.cfg.NodeName)
+	}
+	return p, nil
+}
+
+func (rc *Reconciler) lookupLink(namespace, pod, intf string) (podstore.Pod, podstore.Link, error) {
+	p, err := rc.lookup(namespace, pod)
+	if err != nil {
+		return podstore.Pod{}, podstore.Link{}, err
+	}
+	l, ok := linkOf(p, intf)
+	if !ok {
+		return podstore.Pod{}, podstore.Link{}, status.Errorf(codes.NotFound, "pod %s has no meshnet link %s", p.Key(), intf)
+	}
+	return p, l, nil
+}
+
+// oneLink is the path of every call on one link (GetLink, SetLinkState,
+// SetNetem, ClearNetem): the namespace, pod and interface checked with the
+// call's own fields (check, when not nil), the link looked up, change made
+// (when not nil), and the link read back after it.
+func (rc *Reconciler) oneLink(namespace, pod, intf string, check func(*violations), change func(podstore.Pod, podstore.Link) error) (*meshnetv1.LinkStatus, error) {
+	var v violations
+	v.namespace(namespace)
+	v.pod("pod", pod)
+	v.ifname("interface", intf)
+	if check != nil {
+		check(&v)
+	}
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	p, l, err := rc.lookupLink(namespace, pod, intf)
+	if err != nil {
+		return nil, err
+	}
+	if change != nil {
+		if err := change(p, l); err != nil {
+			return nil, err
+		}
+	}
+	return rc.readLink(p, l.LocalIntf)
+}
+
+// linkOf finds a wired link of p; a link recorded without a kind waits for
+// its peer and is not wired yet.
+func linkOf(p podstore.Pod, intf string) (podstore.Link, bool) {
+	for _, l := range p.Links {
+		if l.LocalIntf == intf && l.Kind != "" {
+			return l, true
+		}
+	}
+	return podstore.Link{}, false
+}
+
+// lockPod locks the pod (its state file and routes), the given interfaces
+// of it and any extra link keys (a veth peer's end).
+func (rc *Reconciler) lockPod(k podstore.Key, intfs []string, extra ...linklock.Key) (unlock func()) {
+	keys := []linklock.Key{{Namespace: k.Namespace, Pod: k.Name}}
+	for _, i := range intfs {
+		keys = append(keys, linklock.Key{Namespace: k.Namespace, Pod: k.Name, Interface: i})
+	}
+	return rc.cfg.Locks.Lock(append(keys, extra...)...)
+}
+
+func intfsOf(p podstore.Pod) []string {
+	out := make([]string, len(p.Links))
+	for i, l := range p.Links {
+		out[i] = l.LocalIntf
+	}
+	return out
+}
+
+// podNetns is a pod's network namespace opened for links and for netem.
+type podNetns struct {
+	links  *links.Netns
+	handle netns.NsHandle
+}
+
+func openPod(p podstore.Pod) (*podNetns, error) {
+	n, err := links.OpenNetns(p.Netns)
+	if err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "pod %s: its network namespace is gone: %v", p.Key(), err)
+	}
+	h, err := netns.GetFromPath(p.Netns)
+	if err != nil {
+		n.Close()
+		return nil, status.Errorf(codes.FailedPrecondition, "pod %s: its network namespace is gone: %v", p.Key(), err)
+	}
+	return &podNetns{links: n, handle: h}, nil
+}
+
+func (n *podNetns) Close() {
+	n.links.Close()
+	n.handle.Close()
+}
+
+// kernelErr turns a failed kernel change into a status: FailedPrecondition
+// for what the caller can fix on the node (no sch_netem, a foreign qdisc),
+// Internal otherwise.
+func kernelErr(err error) error {
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	if errors.Is(err, netem.ErrNoNetem) || errors.Is(err, netem.ErrForeignQdisc) {
+		return status.Error(codes.FailedPrecondition, err.Error())
+	}
+	if errors.Is(err, unix.ENETUNREACH) {
+		// A route's gateway on no subnet of a link that is up: the
+		// caller's route, or a link taken down, not meshnetd's fault.
+		return status.Error(codes.FailedPrecondition, err.Error()+" (from the pod: is a route's gateway on no subnet of a link that is up?)")
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+// withLink runs change with the pod and intf locked, the pod's netns open
+// and its state loaded, and saves the state when change says it changed.
+func (rc *Reconciler) withLink(p podstore.Pod, intf string, change func(*podNetns, *podRecord) (bool, error)) error {
+	defer rc.lockPod(p.Key(), []string{intf})()
+	st, err := rc.load(p)
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	n, err := openPod(p)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	changed, err := change(n, &st)
+	if err != nil {
+		return kernelErr(err)
+	}
+	if changed {
+		if err := rc.saveRecord(p, st); err != nil {
+			return status.Error(codes.Internal, err.Error())
+		}
+	}
+	return nil
+}
+
+var owners = map[netem.Owner]meshnetv1.QdiscOwner{
+	netem.OwnerNone: meshnetv1.QdiscOwner_QDISC_OWNER_NONE, netem.OwnerMeshnet: meshnetv1.QdiscOwner_QDISC_OWNER_MESHNET,
+	netem.OwnerForeign: meshnetv1.QdiscOwner_QDISC_OWNER_FOREIGN,
+}
+
+func (rc *Reconciler) logChange(changed bool, msg string, p podstore.Pod, args ...any) {
+	if changed {
+		rc.log.Info(msg, append([]any{"pod", p.Key().String()}, args...)...)
+	}
+}
+
+// withPod runs change with the pod, all its links and the extra keys
+// locked, its netns open, its state loaded and the interfaces in its netns
+// read; the record is saved when change reports a change, even when
+// it fails part way.
+func (rc *Reconciler) withPod(p podstore.Pod, extra []linklock.Key, change func(*podNetns, *podRecord, map[string]links.Interface) (bool, error)) error {
+	defer rc.lockPod(p.Key(), intfsOf(p), extra...)()
+	// The watcher reads the pod once this change is done, not half way.
+	defer rc.watch.Hold(p.Key())()
+	st, err := rc.load(p)
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	n, err := openPod(p)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	all, err := links.ReadAll(n.links)
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	changed, cerr := change(n, &st, all)
+	if changed {
+		// What the kernel does not tell (a last error, a distribution)
+		// may have changed too: the record's write tells the watchers.
+		if err := rc.saveRecord(p, st); err != nil {
+			return status.Error(codes.Internal, errors.Join(cerr, err).Error())
+		}
+	}
+	if cerr != nil {
+		return kernelErr(cerr)
+	}
+	return nil
+}
