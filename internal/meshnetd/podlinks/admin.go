@@ -14,6 +14,18 @@ import (
 	"github.com/meshnet/meshnet/internal/meshnetd/podstore"
 )
 
+// isUp is an admin state of the API in the daemon's one form of it, up or
+// not. A front validates the state first (violations.state).
+func isUp(s meshnetv1.LinkState) bool { return s == meshnetv1.LinkState_LINK_STATE_UP }
+
+// apiState is the daemon's form of an admin state in the API's.
+func apiState(up bool) meshnetv1.LinkState {
+	if up {
+		return meshnetv1.LinkState_LINK_STATE_UP
+	}
+	return meshnetv1.LinkState_LINK_STATE_DOWN
+}
+
 // changeAdmins sets each interface of want up (true) or down, from its
 // state in cur, keeping what down flushes in st for the up: one batch in
 // the kernel, however many interfaces. changed lists the interfaces it
@@ -114,7 +126,7 @@ func (rc *Reconciler) SetLinkState(ctx context.Context, req *meshnetv1.SetLinkSt
 			if err := rc.needRemote(p, l); err != nil {
 				return err
 			}
-			_, err := rc.setAdmin(ctx, p, l, req.GetState() == meshnetv1.LinkState_LINK_STATE_UP, true)
+			_, err := rc.setAdmin(ctx, p, l, isUp(req.GetState()), true)
 			return err
 		})
 	if err != nil {
@@ -130,13 +142,13 @@ func (rc *Reconciler) needRemote(p podstore.Pod, l podstore.Link) error {
 	return nil
 }
 
-// SetEndStates sets the admin state of ends of a pod on this node and
+// SetEndStates sets ends of a pod on this node up (true) or down, and
 // nothing else: what PeerService.SetRemoteStates does for a peer node's
 // meshnetd. The pod is locked, read and saved once for all of them; its
 // last apply takes the states, which a restart re-applies. Each end has
 // its own result: changed when it was not in that state already, or why
 // it was not set.
-func (rc *Reconciler) SetEndStates(ctx context.Context, pod podstore.Key, states map[string]meshnetv1.LinkState) map[string]EndResult {
+func (rc *Reconciler) SetEndStates(ctx context.Context, pod podstore.Key, states map[string]bool) map[string]EndResult {
 	out := make(map[string]EndResult, len(states))
 	failAll := func(err error) map[string]EndResult {
 		for intf := range states {
@@ -155,10 +167,9 @@ func (rc *Reconciler) SetEndStates(ctx context.Context, pod podstore.Key, states
 		return failAll(err)
 	}
 	want := map[string]bool{}
-	for intf, state := range states {
+	for intf, up := range states {
 		var v violations
 		v.ifname("interface", intf)
-		v.state("state", state)
 		if err := v.err(); err != nil {
 			out[intf] = EndResult{Err: err}
 			continue
@@ -167,7 +178,7 @@ func (rc *Reconciler) SetEndStates(ctx context.Context, pod podstore.Key, states
 			out[intf] = EndResult{Err: status.Errorf(codes.NotFound, "pod %s has no meshnet link %s", p.Key(), intf)}
 			continue
 		}
-		want[intf] = state == meshnetv1.LinkState_LINK_STATE_UP
+		want[intf] = up
 	}
 	if len(want) == 0 {
 		return out
@@ -232,8 +243,8 @@ func notInKernel(devs map[string]links.Interface, up map[string]bool) map[string
 
 // SetEndState is SetEndStates for one end, which it reads back: what
 // PeerService.SetRemoteState does, for peers that send one end per call.
-func (rc *Reconciler) SetEndState(ctx context.Context, pod podstore.Key, intf string, state meshnetv1.LinkState) (_ *meshnetv1.LinkStatus, changed bool, err error) {
-	r := rc.SetEndStates(ctx, pod, map[string]meshnetv1.LinkState{intf: state})[intf]
+func (rc *Reconciler) SetEndState(ctx context.Context, pod podstore.Key, intf string, up bool) (_ *meshnetv1.LinkStatus, changed bool, err error) {
+	r := rc.SetEndStates(ctx, pod, map[string]bool{intf: up})[intf]
 	if r.Err != nil {
 		return nil, false, r.Err
 	}

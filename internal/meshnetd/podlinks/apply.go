@@ -234,7 +234,7 @@ func (rc *Reconciler) applyFarEnds(ctx context.Context, p podstore.Pod, plans []
 	var remote []RemoteState
 	for _, pl := range plans {
 		if pl.wired && pl.spec.State != nil && pl.link.Kind == v1beta1.LinkKindVXLAN {
-			remote = append(remote, RemoteState{Link: pl.link, Up: pl.spec.GetState() == meshnetv1.LinkState_LINK_STATE_UP})
+			remote = append(remote, RemoteState{Link: pl.link, Up: isUp(pl.spec.GetState())})
 		}
 	}
 	if len(remote) == 0 || ctx.Err() != nil {
@@ -411,7 +411,7 @@ func adminStates(plans []linkPlan) map[string]bool {
 	admin := map[string]bool{}
 	for _, pl := range plans {
 		if pl.wired && pl.spec.State != nil {
-			admin[pl.link.LocalIntf] = pl.spec.GetState() == meshnetv1.LinkState_LINK_STATE_UP
+			admin[pl.link.LocalIntf] = isUp(pl.spec.GetState())
 		}
 	}
 	return admin

@@ -61,13 +61,9 @@ func (rc *Reconciler) setRemoteStates(ctx context.Context, ip netip.Addr, k pods
 	req := &meshnetv1.SetRemoteStatesRequest{}
 	for _, i := range idx {
 		l := ends[i].Link
-		state := meshnetv1.LinkState_LINK_STATE_DOWN
-		if ends[i].Up {
-			state = meshnetv1.LinkState_LINK_STATE_UP
-		}
 		req.Ends = append(req.Ends, &meshnetv1.SetRemoteStateRequest{
 			End:   &meshnetv1.LinkEnd{Pod: &meshnetv1.PodRef{Namespace: k.Namespace, Name: l.PeerPod}, Interface: l.PeerIntf, Uid: uint32(l.UID)},
-			State: state,
+			State: apiState(ends[i].Up),
 		})
 	}
 	var results []*meshnetv1.RemoteStateResult
@@ -114,7 +110,7 @@ func (s peerServer) SetRemoteState(ctx context.Context, req *meshnetv1.SetRemote
 	if err != nil {
 		return nil, err
 	}
-	ls, changed, err := s.rc.SetEndState(ctx, k, req.GetEnd().GetInterface(), req.GetState())
+	ls, changed, err := s.rc.SetEndState(ctx, k, req.GetEnd().GetInterface(), isUp(req.GetState()))
 	if err != nil {
 		return nil, err
 	}
@@ -151,9 +147,9 @@ func (s peerServer) SetRemoteStates(ctx context.Context, req *meshnetv1.SetRemot
 		if err := ctx.Err(); err != nil {
 			return nil, status.FromContextError(err).Err()
 		}
-		states := map[string]meshnetv1.LinkState{}
+		states := map[string]bool{}
 		for intf, i := range byPod[k] {
-			states[intf] = req.GetEnds()[i].GetState()
+			states[intf] = isUp(req.GetEnds()[i].GetState())
 		}
 		for intf, r := range s.rc.SetEndStates(ctx, k, states) {
 			res := resp.Results[byPod[k][intf]]
@@ -178,8 +174,10 @@ func (s peerServer) remoteEnd(req *meshnetv1.SetRemoteStateRequest, recs map[pod
 	if err != nil {
 		return podstore.Key{}, err
 	}
-	if req.GetState() == meshnetv1.LinkState_LINK_STATE_UNSPECIFIED {
-		return podstore.Key{}, status.Error(codes.InvalidArgument, "state is required")
+	var v violations
+	v.state("state", req.GetState())
+	if err := v.err(); err != nil {
+		return podstore.Key{}, err
 	}
 	byUID, ok := recs[k]
 	if !ok {

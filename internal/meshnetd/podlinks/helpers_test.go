@@ -173,12 +173,8 @@ type directPeer struct{ peer *podlinks.Reconciler }
 func (d directPeer) SetRemoteStates(ctx context.Context, pod podstore.Key, ends []podlinks.RemoteState) []podlinks.EndResult {
 	out := make([]podlinks.EndResult, len(ends))
 	for i, e := range ends {
-		state := down
-		if e.Up {
-			state = up
-		}
 		peer := podstore.Key{Namespace: pod.Namespace, Name: e.Link.PeerPod}
-		out[i] = d.peer.SetEndStates(ctx, peer, map[string]meshnetv1.LinkState{e.Link.PeerIntf: state})[e.Link.PeerIntf]
+		out[i] = d.peer.SetEndStates(ctx, peer, map[string]bool{e.Link.PeerIntf: e.Up})[e.Link.PeerIntf]
 	}
 	return out
 }

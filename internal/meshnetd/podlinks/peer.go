@@ -177,10 +177,7 @@ func (rc *Reconciler) linkStatus(k podstore.Key, l v1beta1.Link, kind v1beta1.Li
 		Node:      rc.cfg.NodeName,
 		LastError: lastErr,
 	}
-	ls.AdminState = meshnetv1.LinkState_LINK_STATE_DOWN
-	if st.AdminUp {
-		ls.AdminState = meshnetv1.LinkState_LINK_STATE_UP
-	}
+	ls.AdminState = apiState(st.AdminUp)
 	for _, a := range st.Addrs {
 		ls.Addresses = append(ls.Addresses, a.String())
 	}

@@ -188,8 +188,3 @@ func (rc *Reconciler) CNIServer() meshnetv1.CNIServiceServer { return cniServer{
 
 // PeerServer is the PeerService to serve to other meshnetds.
 func (rc *Reconciler) PeerServer() meshnetv1.PeerServiceServer { return peerServer{rc: rc} }
-
-// Hold defers the link watcher's reads of pod until release, while a change
-// is in progress: read whole again and again half done, a pod of thousands
-// of links costs more than its wiring (linkwatch.Watcher.Hold).
-func (rc *Reconciler) Hold(pod podstore.Key) (release func()) { return rc.watch.Hold(pod) }

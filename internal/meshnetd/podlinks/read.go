@@ -228,10 +228,7 @@ func peerOf(p podstore.Pod, l podstore.Link) *meshnetv1.Peer {
 }
 
 func fillKernel(ls *meshnetv1.LinkStatus, k links.Reading) {
-	ls.AdminState = meshnetv1.LinkState_LINK_STATE_DOWN
-	if k.AdminUp {
-		ls.AdminState = meshnetv1.LinkState_LINK_STATE_UP
-	}
+	ls.AdminState = apiState(k.AdminUp)
 	ls.Carrier = k.Carrier
 	ls.Mtu = uint32(k.MTU)
 	for _, a := range k.Addrs {

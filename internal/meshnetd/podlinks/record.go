@@ -57,10 +57,7 @@ func (st *podRecord) followAdmin(up map[string]bool) (bool, error) {
 		if !ok || l.State == nil {
 			continue
 		}
-		state := meshnetv1.LinkState_LINK_STATE_DOWN
-		if u {
-			state = meshnetv1.LinkState_LINK_STATE_UP
-		}
+		state := apiState(u)
 		if l.GetState() != state {
 			l.State, changed = &state, true
 		}

@@ -228,7 +228,7 @@ func TestKernelVXLANCablePull(t *testing.T) {
 	cancel()
 	_, err = stA.Links.ApplyPod(cancelled, &meshnetv1.ApplyPodRequest{Namespace: ns, Pod: "r1", Links: []*meshnetv1.LinkSpec{{Interface: "eth1", State: &down}}})
 	mustCode(t, "cancelled ApplyPod", err, codes.Canceled)
-	r := stB.Links.SetEndStates(cancelled, podstore.Key{Namespace: ns, Name: "r2"}, map[string]meshnetv1.LinkState{"eth1": down})
+	r := stB.Links.SetEndStates(cancelled, podstore.Key{Namespace: ns, Name: "r2"}, map[string]bool{"eth1": false})
 	mustCode(t, "cancelled SetEndStates", r["eth1"].Err, codes.Canceled)
 	if !mustState(t, p1, "eth1").AdminUp || !mustState(t, p2, "eth1").AdminUp {
 		t.Fatal("a cancelled call changed an end")
@@ -447,7 +447,7 @@ func TestKernelReapplyKeepsAPeersState(t *testing.T) {
 		t.Fatal(err)
 	}
 	r1Key := podstore.Key{Namespace: ns, Name: "r1"}
-	if r := st.Links.SetEndStates(ctx, r1Key, map[string]meshnetv1.LinkState{"eth1": down})["eth1"]; r.Err != nil || !r.Changed {
+	if r := st.Links.SetEndStates(ctx, r1Key, map[string]bool{"eth1": false})["eth1"]; r.Err != nil || !r.Changed {
 		t.Fatalf("SetEndStates down: %+v", r)
 	}
 	waitCarrier(t, r2, "eth1", false)
@@ -460,7 +460,7 @@ func TestKernelReapplyKeepsAPeersState(t *testing.T) {
 		t.Fatalf("r1 eth1 after the restart's Reapply: %+v, want down as its peer set it last", s)
 	}
 	// Up the same way, and the restart keeps it up.
-	if r := restarted.Links.SetEndStates(ctx, r1Key, map[string]meshnetv1.LinkState{"eth1": up})["eth1"]; r.Err != nil || !r.Changed {
+	if r := restarted.Links.SetEndStates(ctx, r1Key, map[string]bool{"eth1": true})["eth1"]; r.Err != nil || !r.Changed {
 		t.Fatalf("SetEndStates up: %+v", r)
 	}
 	again := podlinkstest.Start(t, podlinkstest.Options{Pods: lab.Reopen()})
@@ -522,13 +522,13 @@ func TestKernelAdminStateRecordedBeforeTheKernel(t *testing.T) {
 		t.Errorf("ApplyPod down: the last apply said %q when the kernel took eth1 down, want LINK_STATE_DOWN", got)
 	}
 	r1Key := podstore.Key{Namespace: ns, Name: "r1"}
-	setEnd := func(state meshnetv1.LinkState) func() {
-		return func() { st.Links.SetEndStates(ctx, r1Key, map[string]meshnetv1.LinkState{"eth1": state}) }
+	setEnd := func(up bool) func() {
+		return func() { st.Links.SetEndStates(ctx, r1Key, map[string]bool{"eth1": up}) }
 	}
-	if got := recordedAt(true, setEnd(up)); got != "LINK_STATE_UP" {
+	if got := recordedAt(true, setEnd(true)); got != "LINK_STATE_UP" {
 		t.Errorf("SetEndStates up: the last apply said %q when the kernel took eth1 up, want LINK_STATE_UP", got)
 	}
-	if got := recordedAt(false, setEnd(down)); got != "LINK_STATE_DOWN" {
+	if got := recordedAt(false, setEnd(false)); got != "LINK_STATE_DOWN" {
 		t.Errorf("SetEndStates down: the last apply said %q when the kernel took eth1 down, want LINK_STATE_DOWN", got)
 	}
 }

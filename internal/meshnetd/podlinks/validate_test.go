@@ -145,3 +145,25 @@ func TestListsBoundedByTheCRD(t *testing.T) {
 		t.Errorf("SetRoutes of too many routes: %v", err)
 	}
 }
+
+// TestPeerStateIsUpOrDown: a peer node's SetRemoteState(s) with an admin
+// state that is neither up nor down is refused, naming the field, before
+// the pod is looked up: the daemon's one form of a state is up or not, and
+// an unknown value must not read as down.
+func TestPeerStateIsUpOrDown(t *testing.T) {
+	s := peerServer{rc: &Reconciler{}}
+	end := &meshnetv1.LinkEnd{Pod: &meshnetv1.PodRef{Namespace: "lab", Name: "r1"}, Interface: "eth1", Uid: 1}
+	for _, state := range []meshnetv1.LinkState{meshnetv1.LinkState_LINK_STATE_UNSPECIFIED, meshnetv1.LinkState(7)} {
+		_, err := s.SetRemoteState(t.Context(), &meshnetv1.SetRemoteStateRequest{End: end, State: state})
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "state:") {
+			t.Errorf("SetRemoteState with state %v: %v, want InvalidArgument naming state", state, err)
+		}
+		resp, err := s.SetRemoteStates(t.Context(), &meshnetv1.SetRemoteStatesRequest{Ends: []*meshnetv1.SetRemoteStateRequest{{End: end, State: state}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.GetResults()[0].GetError(); !strings.Contains(got, "state:") {
+			t.Errorf("SetRemoteStates with state %v: result error %q, want one naming state", state, got)
+		}
+	}
+}
