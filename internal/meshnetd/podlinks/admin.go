@@ -74,36 +74,22 @@ func changeAdmins(n *podNetns, st *podRecord, cur map[string]links.Interface, wa
 // at once cannot wait on each other. changed is whether this node's end
 // changed.
 func (rc *Reconciler) setAdmin(ctx context.Context, p podstore.Pod, l podstore.Link, up, remote bool) (changed bool, err error) {
-	err = func() error {
-		defer rc.lockPod(p.Key(), []string{l.LocalIntf})()
-		st, err := rc.load(p)
-		if err != nil {
-			return status.Error(codes.Internal, err.Error())
-		}
-		n, err := openPod(p)
-		if err != nil {
-			return err
-		}
-		defer n.Close()
+	err = rc.withLink(p, l.LocalIntf, func(n *podNetns, st *podRecord) (bool, error) {
 		cur, err := readInterfaces(n.links, l.LocalIntf)
 		if err != nil {
-			return status.Error(codes.Internal, err.Error())
+			return false, err
 		}
 		if _, ok := cur[l.LocalIntf]; !ok {
-			return status.Errorf(codes.NotFound, "pod %s: no interface %s in its network namespace", p.Key(), l.LocalIntf)
+			return false, status.Errorf(codes.NotFound, "pod %s: no interface %s in its network namespace", p.Key(), l.LocalIntf)
 		}
-		c, failed := changeAdmins(n, &st, cur, map[string]bool{l.LocalIntf: up})
+		c, failed := changeAdmins(n, st, cur, map[string]bool{l.LocalIntf: up})
 		if err := failed[l.LocalIntf]; err != nil {
-			return kernelErr(err)
+			return false, err
 		}
-		if changed = len(c) > 0; changed {
-			rc.log.Info("link admin state set", "pod", p.Key().String(), "link", l.LocalIntf, "up", up)
-			if err := rc.saveRecord(p, st); err != nil {
-				return status.Error(codes.Internal, err.Error())
-			}
-		}
-		return nil
-	}()
+		changed = len(c) > 0
+		rc.logChange(changed, "link admin state set", p, "link", l.LocalIntf, "up", up)
+		return changed, nil
+	})
 	if err != nil || !remote || l.Kind != v1beta1.LinkKindVXLAN {
 		return changed, err
 	}

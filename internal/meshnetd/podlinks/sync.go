@@ -39,29 +39,7 @@ func (rc *Reconciler) SyncLinks(ctx context.Context, k podstore.Key, generation 
 		// Not wired here, or ADD or DEL is at work on it and does the job.
 		return nil
 	}
-	topo, err := rc.topology(ctx, k)
-	if err == nil && topo != nil && topo.Generation < generation {
-		// The cache lags the edit this call converges to, by the few
-		// milliseconds its watch event takes: wait for it rather than
-		// read the whole Topology from the API server again; read it if
-		// the cache has not caught up in a second.
-		fresh := &v1beta1.Topology{}
-		werr := wait.PollUntilContextTimeout(ctx, time.Millisecond, time.Second, true, func(ctx context.Context) (bool, error) {
-			return rc.cfg.Topologies.Get(ctx, client.ObjectKeyFromObject(topo), fresh, client.UnsafeDisableDeepCopy) == nil && fresh.Generation >= generation, nil
-		})
-		switch {
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case werr != nil:
-			// A new object: decoding into fresh would write into the
-			// links it shares with the cache.
-			fresh = &v1beta1.Topology{}
-			err = rc.cfg.Client.Get(ctx, client.ObjectKeyFromObject(topo), fresh)
-		}
-		if err == nil {
-			topo = fresh
-		}
-	}
+	topo, err := rc.topologyAt(ctx, k, generation)
 	if err != nil {
 		return err
 	}
@@ -143,6 +121,36 @@ func (rc *Reconciler) SyncLinks(ctx context.Context, k podstore.Key, generation 
 		return fmt.Errorf("pod %s: %d of %d link changes failed: %w", k, len(failed), len(add)+len(drop), utilerrors.NewAggregate(failed))
 	}
 	return nil
+}
+
+// topologyAt returns pod k's Topology (nil when it has none) at generation
+// or later: a cached Topology older than that is waited for, then read from
+// the API server.
+func (rc *Reconciler) topologyAt(ctx context.Context, k podstore.Key, generation int64) (*v1beta1.Topology, error) {
+	topo, err := rc.topology(ctx, k)
+	if err == nil && topo != nil && topo.Generation < generation {
+		// The cache lags the edit this call converges to, by the few
+		// milliseconds its watch event takes: wait for it rather than
+		// read the whole Topology from the API server again; read it if
+		// the cache has not caught up in a second.
+		fresh := &v1beta1.Topology{}
+		werr := wait.PollUntilContextTimeout(ctx, time.Millisecond, time.Second, true, func(ctx context.Context) (bool, error) {
+			return rc.cfg.Topologies.Get(ctx, client.ObjectKeyFromObject(topo), fresh, client.UnsafeDisableDeepCopy) == nil && fresh.Generation >= generation, nil
+		})
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case werr != nil:
+			// A new object: decoding into fresh would write into the
+			// links it shares with the cache.
+			fresh = &v1beta1.Topology{}
+			err = rc.cfg.Client.Get(ctx, client.ObjectKeyFromObject(topo), fresh)
+		}
+		if err == nil {
+			topo = fresh
+		}
+	}
+	return topo, err
 }
 
 // linkChanges compares a pod's recorded links with its Topology's and
