@@ -15,6 +15,31 @@ import (
 	"github.com/meshnet/meshnet/internal/meshnetd/podstore"
 )
 
+// RemoteEnds reaches the far end of a cross-node VXLAN link, which only the
+// peer's node can change: VXLAN carries no carrier, so a cable pull takes
+// both nodes. A Reconciler with Peers reaches them through the peer
+// node's PeerService (SetRemoteStates).
+type RemoteEnds interface {
+	// SetRemoteStates sets the admin state of the peer's ends of links,
+	// VXLAN links of pod on this node: one call per peer node, however
+	// many links. It returns one result per end, in order.
+	SetRemoteStates(ctx context.Context, pod podstore.Key, ends []RemoteState) []EndResult
+}
+
+// RemoteState is the admin state wanted for the far end of Link.
+type RemoteState struct {
+	Link podstore.Link
+	Up   bool
+}
+
+// EndResult is what became of one link end set to an admin state, here
+// (SetEndStates) or on the peer's node (RemoteEnds): Changed when it was
+// not in that state already, or why it was not set.
+type EndResult struct {
+	Changed bool
+	Err     error
+}
+
 // perEndTimeout is what each end adds to a SetRemoteStates call's
 // deadline: the deadline is sized to the work, not fixed per call (see
 // controller.PerLinkCallTimeout for the figure).
