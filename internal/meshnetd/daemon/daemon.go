@@ -238,7 +238,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer podLinks.Close()
 	dataSrv := dataserver.New(dataserver.Config{Reader: w.namespaces, Log: cfg.Log, Links: &daemonclient.Daemons{
-		Node: cfg.NodeName, Local: podLinks, Dial: pool.Conn,
+		Node: cfg.NodeName, Local: podLinks.LinkServer(), Dial: pool.Conn,
 		Resolver: &partition.Resolver{Reader: w.endpoints, Namespace: cfg.DaemonNamespace, Service: cfg.DaemonService, Port: "grpc"},
 	}})
 	issuer := auth.NewIssuer(func(ctx context.Context, path string) ([]byte, error) {
@@ -246,7 +246,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}, log)
 	checker := auth.NewChecker(k.kube, tokenReviewTTL).WithIssuer(issuer)
 	srv, err := newServers(ctx, cfg, log, tr, checker, services{
-		cni: podLinks.CNIServer(), peer: podLinks.PeerServer(), link: podLinks, data: dataSrv,
+		cni: podLinks.CNIServer(), peer: podLinks.PeerServer(), link: podLinks.LinkServer(), data: dataSrv,
 		links: metrics.NewLinks(store, podLinks.ReadPod, cfg.Log),
 	})
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,7 +23,7 @@ import (
 
 // emptyLinkServer is node-a's real LinkService with no pods wired on it:
 // it answers ListLinks, with nothing.
-func emptyLinkServer(t *testing.T) *podlinks.Reconciler {
+func emptyLinkServer(t *testing.T) meshnetv1.LinkServiceServer {
 	store, err := podstore.Open(filepath.Join(t.TempDir(), "pods"))
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +33,7 @@ func emptyLinkServer(t *testing.T) *podlinks.Reconciler {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s
+	return s.LinkServer()
 }
 
 // TestClusterNodeGraph serves a lab of three pods on two nodes from a real

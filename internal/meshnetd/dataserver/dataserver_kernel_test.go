@@ -31,7 +31,7 @@ func TestKernelLiveCounters(t *testing.T) {
 	stackA := podlinkstest.Start(t, podlinkstest.Options{Pods: labA.Store, Node: "node-a"})
 	stackB := podlinkstest.Start(t, podlinkstest.Options{Pods: labB.Store, Node: "node-b"})
 
-	h := dataservertest.Start(t, "node-a", stackA.Links)
+	h := dataservertest.Start(t, "node-a", stackA.Links.LinkServer())
 	h.Daemon("node-b", "192.0.2.2", stackB.GRPCAddr)
 	h.Daemon("node-c", "192.0.2.3", dataservertest.ClosedAddr(t))
 	for _, p := range []struct{ pod, node, peer string }{
@@ -109,7 +109,7 @@ func TestKernelLiveCounters(t *testing.T) {
 
 	// A cable pull through LinkService: red at the next refresh, before
 	// anyone writes the Topology status.
-	if _, err := stackA.Links.SetLinkState(context.Background(), &meshnetv1.SetLinkStateRequest{
+	if _, err := stackA.Links.LinkServer().SetLinkState(context.Background(), &meshnetv1.SetLinkStateRequest{
 		Namespace: "lab", Pod: "r1", Interface: "eth1", State: meshnetv1.LinkState_LINK_STATE_DOWN}); err != nil {
 		t.Fatal(err)
 	}

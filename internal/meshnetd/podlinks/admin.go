@@ -105,7 +105,8 @@ func (rc *Reconciler) setAdmin(ctx context.Context, p podstore.Pod, l podstore.L
 }
 
 // SetLinkState implements meshnetv1.LinkServiceServer.
-func (rc *Reconciler) SetLinkState(ctx context.Context, req *meshnetv1.SetLinkStateRequest) (*meshnetv1.SetLinkStateResponse, error) {
+func (s linkServer) SetLinkState(ctx context.Context, req *meshnetv1.SetLinkStateRequest) (*meshnetv1.SetLinkStateResponse, error) {
+	rc := s.rc
 	ls, err := rc.oneLink(req.GetNamespace(), req.GetPod(), req.GetInterface(),
 		func(v *violations) { v.state("state", req.GetState()) },
 		func(p podstore.Pod, l podstore.Link) error {

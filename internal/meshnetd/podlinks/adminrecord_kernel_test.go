@@ -29,7 +29,7 @@ func TestKernelReapplyKeepsAPeersState(t *testing.T) {
 	lab, r1, r2 := twoPods(t)
 	st := podlinkstest.Start(t, podlinkstest.Options{Pods: lab.Store})
 	ctx := context.Background()
-	if _, err := st.Links.ApplyPod(ctx, &meshnetv1.ApplyPodRequest{Namespace: ns, Pod: "r1", Generation: 1,
+	if _, err := st.Links.LinkServer().ApplyPod(ctx, &meshnetv1.ApplyPodRequest{Namespace: ns, Pod: "r1", Generation: 1,
 		Links: []*meshnetv1.LinkSpec{{Interface: "eth1", State: &up}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestKernelAdminStateRecordedBeforeTheKernel(t *testing.T) {
 	st := podlinkstest.Start(t, podlinkstest.Options{Pods: lab.Store})
 	ctx := context.Background()
 	apply := func(gen int64, state meshnetv1.LinkState) {
-		if _, err := st.Links.ApplyPod(ctx, &meshnetv1.ApplyPodRequest{Namespace: ns, Pod: "r1", Generation: gen,
+		if _, err := st.Links.LinkServer().ApplyPod(ctx, &meshnetv1.ApplyPodRequest{Namespace: ns, Pod: "r1", Generation: gen,
 			Links: []*meshnetv1.LinkSpec{{Interface: "eth1", State: &state}}}); err != nil {
 			t.Errorf("ApplyPod generation %d: %v", gen, err)
 		}
@@ -130,13 +130,13 @@ func TestKernelEdgeRecordedWhileItWaits(t *testing.T) {
 	lab, r1, _ := twoPods(t)
 	st := podlinkstest.Start(t, podlinkstest.Options{Pods: lab.Store})
 	ctx := context.Background()
-	if _, err := st.Links.ApplyPod(ctx, &meshnetv1.ApplyPodRequest{Namespace: ns, Pod: "r1", Generation: 1,
+	if _, err := st.Links.LinkServer().ApplyPod(ctx, &meshnetv1.ApplyPodRequest{Namespace: ns, Pod: "r1", Generation: 1,
 		Links: []*meshnetv1.LinkSpec{{Interface: "eth1", State: &up}}}); err != nil {
 		t.Fatal(err)
 	}
 	recorded := func() string { return lastApplied(t, lab, "r1", "eth1") }
 	downAt := func(ctx context.Context, at time.Time) error {
-		_, err := st.Links.ApplyPod(ctx, &meshnetv1.ApplyPodRequest{Namespace: ns, Pod: "r1", Generation: 2,
+		_, err := st.Links.LinkServer().ApplyPod(ctx, &meshnetv1.ApplyPodRequest{Namespace: ns, Pod: "r1", Generation: 2,
 			Links: []*meshnetv1.LinkSpec{{Interface: "eth1", State: &down}}, ApplyAt: timestamppb.New(at)})
 		return err
 	}

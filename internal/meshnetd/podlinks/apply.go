@@ -33,8 +33,8 @@ type linkPlan struct {
 }
 
 // ApplyPod implements meshnetv1.LinkServiceServer.
-func (rc *Reconciler) ApplyPod(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*meshnetv1.ApplyPodResponse, error) {
-	return rc.apply(ctx, req)
+func (s linkServer) ApplyPod(ctx context.Context, req *meshnetv1.ApplyPodRequest) (*meshnetv1.ApplyPodResponse, error) {
+	return s.rc.apply(ctx, req)
 }
 
 // Reapply converges the pod to the last ApplyPod that converged for it:

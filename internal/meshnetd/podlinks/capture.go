@@ -27,7 +27,8 @@ const (
 )
 
 // CaptureLink implements meshnetv1.LinkServiceServer.
-func (rc *Reconciler) CaptureLink(req *meshnetv1.CaptureLinkRequest, stream grpc.ServerStreamingServer[meshnetv1.CaptureLinkResponse]) error {
+func (s linkServer) CaptureLink(req *meshnetv1.CaptureLinkRequest, stream grpc.ServerStreamingServer[meshnetv1.CaptureLinkResponse]) error {
+	rc := s.rc
 	var v violations
 	v.namespace(req.GetNamespace())
 	v.pod("pod", req.GetPod())

@@ -16,7 +16,8 @@ import (
 )
 
 // SetNetem implements meshnetv1.LinkServiceServer.
-func (rc *Reconciler) SetNetem(ctx context.Context, req *meshnetv1.SetNetemRequest) (*meshnetv1.SetNetemResponse, error) {
+func (s linkServer) SetNetem(ctx context.Context, req *meshnetv1.SetNetemRequest) (*meshnetv1.SetNetemResponse, error) {
+	rc := s.rc
 	var spec shaping.Spec
 	ls, err := rc.oneLink(req.GetNamespace(), req.GetPod(), req.GetInterface(),
 		func(v *violations) {
@@ -38,7 +39,8 @@ func (rc *Reconciler) SetNetem(ctx context.Context, req *meshnetv1.SetNetemReque
 }
 
 // ClearNetem implements meshnetv1.LinkServiceServer.
-func (rc *Reconciler) ClearNetem(ctx context.Context, req *meshnetv1.ClearNetemRequest) (*meshnetv1.ClearNetemResponse, error) {
+func (s linkServer) ClearNetem(ctx context.Context, req *meshnetv1.ClearNetemRequest) (*meshnetv1.ClearNetemResponse, error) {
+	rc := s.rc
 	ls, err := rc.oneLink(req.GetNamespace(), req.GetPod(), req.GetInterface(), nil,
 		func(p podstore.Pod, l podstore.Link) error {
 			return rc.withLink(p, l.LocalIntf, func(n *podNetns, st *podRecord) (bool, error) {

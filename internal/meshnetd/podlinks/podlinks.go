@@ -92,7 +92,6 @@ type Config struct {
 
 // Reconciler converges the kernel to the links of the pods on its node.
 type Reconciler struct {
-	meshnetv1.UnimplementedLinkServiceServer
 	cfg       Config
 	log       *slog.Logger
 	nodeNetns *links.Netns
@@ -188,3 +187,13 @@ func (rc *Reconciler) CNIServer() meshnetv1.CNIServiceServer { return cniServer{
 
 // PeerServer is the PeerService to serve to other meshnetds.
 func (rc *Reconciler) PeerServer() meshnetv1.PeerServiceServer { return peerServer{rc: rc} }
+
+// LinkServer is the LinkService to serve on meshnetd's gRPC port.
+func (rc *Reconciler) LinkServer() meshnetv1.LinkServiceServer { return linkServer{rc: rc} }
+
+// linkServer is the LinkService: each call is validated whole, then handed
+// to the Reconciler.
+type linkServer struct {
+	meshnetv1.UnimplementedLinkServiceServer
+	rc *Reconciler
+}

@@ -28,7 +28,8 @@ func (rc *Reconciler) ReadPod(p podstore.Pod) ([]*meshnetv1.LinkStatus, error) {
 }
 
 // GetLink implements meshnetv1.LinkServiceServer.
-func (rc *Reconciler) GetLink(ctx context.Context, req *meshnetv1.GetLinkRequest) (*meshnetv1.GetLinkResponse, error) {
+func (s linkServer) GetLink(ctx context.Context, req *meshnetv1.GetLinkRequest) (*meshnetv1.GetLinkResponse, error) {
+	rc := s.rc
 	ls, err := rc.oneLink(req.GetNamespace(), req.GetPod(), req.GetInterface(), nil, nil)
 	if err != nil {
 		return nil, err
@@ -37,7 +38,8 @@ func (rc *Reconciler) GetLink(ctx context.Context, req *meshnetv1.GetLinkRequest
 }
 
 // ListLinks implements meshnetv1.LinkServiceServer.
-func (rc *Reconciler) ListLinks(ctx context.Context, req *meshnetv1.ListLinksRequest) (*meshnetv1.ListLinksResponse, error) {
+func (s linkServer) ListLinks(ctx context.Context, req *meshnetv1.ListLinksRequest) (*meshnetv1.ListLinksResponse, error) {
+	rc := s.rc
 	var v violations
 	v.namespace(req.GetNamespace())
 	if req.GetPod() != "" {

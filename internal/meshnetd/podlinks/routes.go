@@ -102,7 +102,8 @@ func convergeRoutes(n *podNetns, st *podRecord, want []route) (bool, error) {
 }
 
 // SetRoutes implements meshnetv1.LinkServiceServer.
-func (rc *Reconciler) SetRoutes(ctx context.Context, req *meshnetv1.SetRoutesRequest) (*meshnetv1.SetRoutesResponse, error) {
+func (s linkServer) SetRoutes(ctx context.Context, req *meshnetv1.SetRoutesRequest) (*meshnetv1.SetRoutesResponse, error) {
+	rc := s.rc
 	var v violations
 	v.namespace(req.GetNamespace())
 	v.pod("pod", req.GetPod())

@@ -222,7 +222,7 @@ func TestKernelVXLANCablePull(t *testing.T) {
 	// changes the link.
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	_, err = stA.Links.ApplyPod(cancelled, &meshnetv1.ApplyPodRequest{Namespace: ns, Pod: "r1", Links: []*meshnetv1.LinkSpec{{Interface: "eth1", State: &down}}})
+	_, err = stA.Links.LinkServer().ApplyPod(cancelled, &meshnetv1.ApplyPodRequest{Namespace: ns, Pod: "r1", Links: []*meshnetv1.LinkSpec{{Interface: "eth1", State: &down}}})
 	mustCode(t, "cancelled ApplyPod", err, codes.Canceled)
 	r := stB.Links.SetEndStates(cancelled, podstore.Key{Namespace: ns, Name: "r2"}, map[string]bool{"eth1": false})
 	mustCode(t, "cancelled SetEndStates", r["eth1"].Err, codes.Canceled)

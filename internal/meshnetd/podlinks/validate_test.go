@@ -127,7 +127,7 @@ func TestRoutes(t *testing.T) {
 // routes than a Topology holds, naming the field, before they touch
 // anything (this server has no pods and no kernel).
 func TestListsBoundedByTheCRD(t *testing.T) {
-	s := &Reconciler{}
+	s := linkServer{rc: &Reconciler{}}
 	apply := &meshnetv1.ApplyPodRequest{Namespace: "lab", Pod: "r1", Routes: &meshnetv1.RouteSet{}}
 	for range v1beta1.MaxLinks + 1 {
 		apply.Links = append(apply.Links, &meshnetv1.LinkSpec{Interface: "eth1"})

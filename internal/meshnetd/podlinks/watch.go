@@ -12,7 +12,8 @@ import (
 )
 
 // WatchLinks implements meshnetv1.LinkServiceServer.
-func (rc *Reconciler) WatchLinks(req *meshnetv1.WatchLinksRequest, stream grpc.ServerStreamingServer[meshnetv1.WatchLinksResponse]) error {
+func (s linkServer) WatchLinks(req *meshnetv1.WatchLinksRequest, stream grpc.ServerStreamingServer[meshnetv1.WatchLinksResponse]) error {
+	rc := s.rc
 	var v violations
 	if req.GetNamespace() != "" {
 		v.namespace(req.GetNamespace())

@@ -97,7 +97,7 @@ func Start(t testing.TB, o Options) *Stack {
 		stream = append(stream, auth.StreamInterceptor(o.Checker, policy))
 	}
 	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...))
-	meshnetv1.RegisterLinkServiceServer(gs, srv)
+	meshnetv1.RegisterLinkServiceServer(gs, srv.LinkServer())
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
