@@ -21,7 +21,7 @@ import (
 // Index 0 lists the addresses of every interface, with no more garbage than
 // the addresses: the attributes are read in place (eachAttr).
 func (n *Netns) addrsOf(index, family int) ([]netlink.Addr, error) {
-	return retryDump(func() ([]netlink.Addr, error) {
+	return retryDump(n, func() ([]netlink.Addr, error) {
 		req, err := n.request(unix.RTM_GETADDR, unix.NLM_F_DUMP)
 		if err != nil {
 			return nil, err

@@ -75,7 +75,7 @@ func SetAdminDown(ns *Netns, known map[string]Interface, names ...string) AdminR
 	routes, err := staticRoutes(ns, byIndex)
 	if err == nil {
 		var addrs []netlink.Addr
-		addrs, err = retryDump(func() ([]netlink.Addr, error) { return ns.h.AddrList(nil, netlink.FAMILY_V6) })
+		addrs, err = retryDump(ns, func() ([]netlink.Addr, error) { return ns.h.AddrList(nil, netlink.FAMILY_V6) })
 		for _, a := range addrs {
 			if name, ok := byIndex[a.LinkIndex]; ok {
 				if p, ok := prefixOf(a.IPNet); ok && a.Scope == unix.RT_SCOPE_UNIVERSE {
@@ -221,7 +221,7 @@ func linkAttrs(ns *Netns, names []string) (map[string]*netlink.LinkAttrs, error)
 		}
 		return out, nil
 	}
-	all, err := retryDump(ns.h.LinkList)
+	all, err := retryDump(ns, ns.h.LinkList)
 	if err != nil {
 		return nil, fmt.Errorf("list links in netns %s: %w", ns.path, err)
 	}

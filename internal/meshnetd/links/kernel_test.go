@@ -63,7 +63,7 @@ func mustDF(t *testing.T, ns *Netns, dst string, mtu int) {
 // links lists the interfaces in ns other than loopback.
 func links(t *testing.T, ns *Netns) []string {
 	t.Helper()
-	ls, err := retryDump(ns.h.LinkList)
+	ls, err := retryDump(ns, ns.h.LinkList)
 	if err != nil {
 		t.Fatal(err)
 	}

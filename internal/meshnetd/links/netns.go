@@ -3,6 +3,7 @@ package links
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -23,6 +24,10 @@ type Netns struct {
 	// underlays are the node's recent underlays towards remote VTEPs
 	// (findUnderlay).
 	underlays underlayCache
+
+	// dumpRetries counts the dumps on this namespace retried (retryDump),
+	// for the tests that prove the retries happen.
+	dumpRetries atomic.Int64
 }
 
 // OpenNetns opens the network namespace at path, e.g. a pod sandbox's
@@ -77,27 +82,60 @@ func (n *Netns) holdsLinkNet(link netlink.Link, other *Netns) (bool, error) {
 	return got == id, nil
 }
 
-// dumpRetries bounds retries of netlink dumps the kernel interrupted because
-// the table changed underneath them. A namespace whose links are being made
-// by the thousand changes all the time, and a dump of it takes long: the
-// retries back off (1, 2, 4 ... 64 ms) to let a burst pass.
-const dumpRetries = 8
+// Retries of a netlink dump that the kernel interrupted (NLM_F_DUMP_INTR:
+// the table changed between two of the dump's messages) or answered EBUSY
+// or EAGAIN. A dump of a pod whose links are being made by the thousand
+// spans many messages, and while a burst of changes lasts every try is
+// interrupted: a dump completes only in a lull. Eight tries over 127 ms did
+// not outlast such a burst (an ApplyPod of 2,048 VXLAN links failed), so
+// the retries are bounded by time. dumpBudget, 2 s, outlasts the bursts
+// seen many times over (TestKernelReadAllUnderChurn's last about 300 ms),
+// yet stays short beside the deadlines of the calls that read (a peer
+// call's 10 s; ReadAll, with three dumps, can take three budgets). The
+// waits between tries double from dumpBackoffMin to dumpBackoffMax, so that
+// a short burst costs a few milliseconds and a long one is not polled hard.
+const (
+	dumpBudget     = 2 * time.Second
+	dumpBackoffMin = time.Millisecond
+	dumpBackoffMax = 50 * time.Millisecond
+)
 
-func retryDump[T any](dump func() ([]T, error)) ([]T, error) {
-	var (
-		res []T
-		err error
-	)
-	for i := range dumpRetries {
-		if i > 0 {
-			time.Sleep(time.Millisecond << (i - 1))
-		}
-		res, err = dump()
-		if !errors.Is(err, netlink.ErrDumpInterrupted) {
+// retryDump runs dump, and runs it again while its error is transient
+// (IsTransient) and dumpBudget is not spent. dump must start afresh on each
+// call: a failed try may have handed part of a dump to its callback. After
+// the budget, the last try's results and its error are returned, the error
+// saying how many tries it took. Retries count in n.dumpRetries.
+func retryDump[T any](n *Netns, dump func() ([]T, error)) ([]T, error) {
+	start, wait := time.Now(), dumpBackoffMin
+	for tries := 1; ; tries++ {
+		res, err := dump()
+		if !IsTransient(err) {
 			return res, err
 		}
+		if time.Since(start)+wait > dumpBudget {
+			return res, fmt.Errorf("dump failed %d times in %v: %w", tries, time.Since(start).Round(time.Millisecond), err)
+		}
+		n.dumpRetries.Add(1)
+		time.Sleep(wait)
+		wait = min(2*wait, dumpBackoffMax)
 	}
-	return res, err
+}
+
+// IsTransient reports whether err, as returned by this package, says the
+// kernel was busy rather than that the request was wrong, so that the same
+// call made again later may succeed: a caller maps it to a retryable status
+// (gRPC Unavailable), not to Internal. It is true when err wraps
+//
+//   - netlink.ErrDumpInterrupted: a dump the table kept changing under until
+//     dumpBudget was spent;
+//   - unix.EBUSY or unix.EAGAIN, from any request.
+//
+// The errno alone says it: EBUSY from a change that conflicts for good (a
+// macvlan whose parent is a bridge port) counts too. A network namespace
+// that is gone is not transient: OpenNetns's error then wraps ENOENT
+// (errors.Is(err, fs.ErrNotExist)), and no retry brings it back.
+func IsTransient(err error) bool {
+	return errors.Is(err, netlink.ErrDumpInterrupted) || errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EAGAIN)
 }
 
 // linkRef returns the named link for a change that addresses it by index

@@ -22,13 +22,14 @@ type Interface struct {
 // ReadAll reads the state of every interface in ns, keyed by name, with
 // three netlink dumps (links, addresses, qdiscs) whatever the number of
 // interfaces: what a metrics scrape or a listing of many links needs, where
-// Read costs three requests per interface.
+// Read costs three requests per interface. Its error wraps the kernel's
+// answer: IsTransient says whether a later call may succeed.
 func ReadAll(ns *Netns) (map[string]Interface, error) {
 	var (
 		byIndex map[int]string
 		out     map[string]Interface
 	)
-	_, err := retryDump(func() ([]struct{}, error) {
+	_, err := retryDump(ns, func() ([]struct{}, error) {
 		byIndex, out = map[int]string{}, map[string]Interface{}
 		return nil, ns.eachLink(func(name string, index int, r Reading) {
 			byIndex[index] = name
@@ -43,7 +44,7 @@ func ReadAll(ns *Netns) (map[string]Interface, error) {
 		return nil, fmt.Errorf("read interfaces: list addresses in netns %s: %w", ns.path, err)
 	}
 	var roots []rootQdisc
-	_, err = retryDump(func() ([]struct{}, error) {
+	_, err = retryDump(ns, func() ([]struct{}, error) {
 		roots = roots[:0]
 		return nil, ns.eachRootQdisc(0, func(q rootQdisc) { roots = append(roots, q) })
 	})
@@ -75,10 +76,10 @@ func ReadAll(ns *Netns) (map[string]Interface, error) {
 
 // Names lists the interfaces in ns, with one netlink dump and nothing
 // decoded beyond their names' links: what a check that a pod's links are
-// all there needs.
+// all there needs. Its error wraps the kernel's answer, as ReadAll's does.
 func Names(ns *Netns) (map[string]bool, error) {
 	var names map[string]bool
-	_, err := retryDump(func() ([]struct{}, error) {
+	_, err := retryDump(ns, func() ([]struct{}, error) {
 		names = map[string]bool{}
 		return nil, ns.eachLink(func(name string, _ int, _ Reading) { names[name] = true })
 	})
@@ -147,7 +148,7 @@ func read(ns *Netns, name string, withQdisc bool) (i Interface, ok bool, err err
 		}
 	}
 	if withQdisc {
-		_, err = retryDump(func() ([]struct{}, error) {
+		_, err = retryDump(ns, func() ([]struct{}, error) {
 			return nil, ns.eachRootQdisc(index, func(q rootQdisc) {
 				if q.index == index {
 					i.RootQdisc, i.RootHandle = q.kind, q.handle

@@ -152,7 +152,7 @@ func staticRoutes(ns *Netns, devs map[int]string) (map[string][]Route, error) {
 			filter.LinkIndex, mask = index, mask|netlink.RT_FILTER_OIF
 		}
 	}
-	nrs, err := retryDump(func() ([]netlink.Route, error) {
+	nrs, err := retryDump(ns, func() ([]netlink.Route, error) {
 		return ns.h.RouteListFiltered(netlink.FAMILY_ALL, filter, mask)
 	})
 	if err != nil {

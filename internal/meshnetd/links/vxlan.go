@@ -229,7 +229,7 @@ func underlay(node *Netns, local, remote netip.Addr) (netlink.Link, netip.Addr, 
 	if local.Is4() != remote.Is4() {
 		return nil, netip.Addr{}, fmt.Errorf("local vtep %s and remote vtep %s differ in family", local, remote)
 	}
-	addrs, err := retryDump(func() ([]netlink.Addr, error) { return node.h.AddrList(nil, netlink.FAMILY_ALL) })
+	addrs, err := retryDump(node, func() ([]netlink.Addr, error) { return node.h.AddrList(nil, netlink.FAMILY_ALL) })
 	if err != nil {
 		return nil, netip.Addr{}, fmt.Errorf("list addresses in node netns %s: %w", node.path, err)
 	}
@@ -293,7 +293,7 @@ func VXLANOf(node, pod *Netns, name string) (VXLANDevice, bool, error) {
 func ListVXLANs(node *Netns, pods ...*Netns) ([]VXLANDevice, error) {
 	var out []VXLANDevice
 	for _, ns := range append([]*Netns{node}, pods...) {
-		ls, err := retryDump(ns.h.LinkList)
+		ls, err := retryDump(ns, ns.h.LinkList)
 		if err != nil {
 			return nil, fmt.Errorf("list links in netns %s: %w", ns.path, err)
 		}
