@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
@@ -57,6 +58,22 @@ func (l *Lab) AddPod(node *Node, namespace, name string) (*Pod, error) {
 		return nil, fmt.Errorf("write status of Pod %s/%s: %w", namespace, name, err)
 	}
 	return p, nil
+}
+
+// NewSandbox replaces the pod's sandbox as a runtime does when it makes a
+// pod's sandbox again (kubelet after a failed ADD, a node restart): a new
+// network namespace and container id, the Pod object kept. The old
+// namespace stays until the lab closes; it is the caller's to DEL first.
+func (p *Pod) NewSandbox() error {
+	ns, err := p.lab.netns(fmt.Sprintf("pod-%s-%s-%s", p.Namespace, p.Name, strings.ToLower(rand.Text()[:6])))
+	if err != nil {
+		return err
+	}
+	if err := run(ns, "ip", "link", "set", "lo", "up"); err != nil {
+		return err
+	}
+	p.Netns, p.ContainerID = ns, rand.Text()
+	return nil
 }
 
 // CNI runs one CNI command (ADD, DEL, CHECK) for the pod as the runtime

@@ -255,17 +255,21 @@ func (w *Watcher) Refresh(k podstore.Key) (Snapshot, uint64, error) {
 }
 
 // subscribe makes sure the pod's namespace is followed; a new sandbox
-// (another netns) replaces the subscription of the old one.
+// (another netns) replaces the subscription of the old one. A pod with no
+// links (every pod of the node is recorded, most have none) is not
+// followed until it has some: the store tells when it does.
 func (w *Watcher) subscribe(k podstore.Key, rec podstore.Pod) {
 	w.mu.Lock()
 	p := w.pods[k]
-	if p != nil && p.netns == rec.Netns && p.events != nil {
+	if p != nil && p.netns == rec.Netns && (p.events != nil || len(rec.Links) == 0) {
 		w.mu.Unlock()
 		return
 	}
 	w.mu.Unlock()
 	var events *links.Events
-	if ns, err := links.OpenNetns(rec.Netns); err != nil {
+	if len(rec.Links) == 0 {
+		// Nothing to follow.
+	} else if ns, err := links.OpenNetns(rec.Netns); err != nil {
 		w.log.Warn("pod namespace not followed", "pod", k.String(), "netns", rec.Netns, "error", err)
 	} else {
 		events, err = ns.Subscribe()

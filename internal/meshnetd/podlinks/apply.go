@@ -17,7 +17,6 @@ import (
 	"github.com/meshnet/meshnet/internal/meshnetd/linklock"
 	"github.com/meshnet/meshnet/internal/meshnetd/links"
 	"github.com/meshnet/meshnet/internal/meshnetd/podstore"
-	"github.com/meshnet/meshnet/internal/netem"
 	"github.com/meshnet/meshnet/internal/shaping"
 )
 
@@ -41,9 +40,9 @@ func (s linkServer) ApplyPod(ctx context.Context, req *meshnetv1.ApplyPodRequest
 // after a daemon restart, or once a new sandbox of the pod is wired. A pod
 // that never had one is left alone.
 func (rc *Reconciler) Reapply(ctx context.Context, pod podstore.Key) error {
-	p, ok := rc.cfg.Store.Get(pod)
+	p, ok := rc.wiredPod(pod)
 	if !ok {
-		return status.Errorf(codes.NotFound, "pod %s is not wired on node %s", pod, rc.cfg.NodeName)
+		return rc.notWired(pod)
 	}
 	st, err := func() (podRecord, error) {
 		defer rc.lockPod(pod, nil)()
@@ -253,18 +252,14 @@ func (rc *Reconciler) applyFarEnds(ctx context.Context, p podstore.Pod, plans []
 	return failed, changed
 }
 
-// applyError is the call's status when something failed: FailedPrecondition
-// for what the node lacks (netem, a trusted parent, its own qdisc),
-// the context's code when it ended, Internal otherwise, with the far ends
-// it changed as details.
+// applyError is the call's status when something failed: the context's
+// code when it ended, else the kernel's (kernelCode), with the far ends it
+// changed as details.
 func applyError(ctx context.Context, p podstore.Pod, failed []error, changedFar []*meshnetv1.LinkResult) error {
-	code := codes.Internal
 	all := errors.Join(failed...)
-	switch {
-	case ctx.Err() != nil:
+	code := kernelCode(all)
+	if ctx.Err() != nil {
 		code = status.FromContextError(ctx.Err()).Code()
-	case errors.Is(all, netem.ErrNoNetem) || errors.Is(all, netem.ErrForeignQdisc) || errors.Is(all, links.ErrUntrustedParent):
-		code = codes.FailedPrecondition
 	}
 	st := status.Newf(code, "apply pod %s: %v", p.Key(), all)
 	if len(changedFar) > 0 {
@@ -352,7 +347,7 @@ func (rc *Reconciler) plan(v *violations, p podstore.Pod, req *meshnetv1.ApplyPo
 				pl.link.Kind, pl.link.UID, w.GetKind(), w.GetUid())
 		}
 		if pl.wired && pl.link.Kind == v1beta1.LinkKindVeth && ls.Mtu != nil {
-			if peer, ok := rc.cfg.Store.Get(podstore.Key{Namespace: p.Namespace, Name: pl.link.PeerPod}); ok {
+			if peer, ok := rc.wiredPod(podstore.Key{Namespace: p.Namespace, Name: pl.link.PeerPod}); ok {
 				pl.peer = &peer
 				extra = append(extra, linklock.Key{Namespace: p.Namespace, Pod: peer.Name, Interface: pl.link.PeerIntf})
 			}

@@ -33,7 +33,10 @@ func podKey(ref *meshnetv1.PodRef) (podstore.Key, error) {
 	return podstore.Key{Namespace: ref.GetNamespace(), Name: ref.GetName()}, nil
 }
 
-// SetupPod is CNI ADD: it records the pod, then makes each of its links.
+// SetupPod is CNI ADD: it records the pod's sandbox, then makes each of its
+// links. A pod with no Topology (yet) is recorded with none: its Topology
+// may come later (Helm and Argo CD apply custom resources after Pods), and
+// the pass that converges it then (SyncLinks) makes them in this sandbox.
 func (s cniServer) SetupPod(ctx context.Context, req *meshnetv1.SetupPodRequest) (*meshnetv1.SetupPodResponse, error) {
 	rc := s.rc
 	k, err := podKey(req.GetPod())
@@ -49,16 +52,24 @@ func (s cniServer) SetupPod(ctx context.Context, req *meshnetv1.SetupPodRequest)
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "pod %s: %v", k, err)
 	}
-	if topo == nil || len(topo.Spec.Links) == 0 {
-		log.Info("no Topology links: pod left alone")
-		return &meshnetv1.SetupPodResponse{}, nil
-	}
 	same, err := sameFile(cni.GetNetns(), rc.cfg.NodeNetns)
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "pod %s: netns %s: %v", k, cni.GetNetns(), err)
 	}
 	if same {
 		return nil, status.Errorf(codes.InvalidArgument, "pod %s: netns %s is the node's own network namespace", k, cni.GetNetns())
+	}
+	sandbox := podstore.Pod{Namespace: k.Namespace, Name: k.Name, ContainerID: cni.GetContainerId(), Netns: cni.GetNetns(), Network: cni.GetNetwork()}
+	defer rc.setAdding(cni.GetContainerId())()
+	if topo == nil || len(topo.Spec.Links) == 0 {
+		if err := rc.putRecord(sandbox); err != nil {
+			return nil, status.Errorf(codes.Internal, "pod %s: %v", k, err)
+		}
+		if topo != nil {
+			rc.status.Add(k) // the sandbox fields
+		}
+		log.Info("pod recorded with no links: its Topology has none yet")
+		return &meshnetv1.SetupPodResponse{}, nil
 	}
 	ns, err := links.OpenNetns(cni.GetNetns())
 	if err != nil {
@@ -70,13 +81,10 @@ func (s cniServer) SetupPod(ctx context.Context, req *meshnetv1.SetupPodRequest)
 	for i, l := range topo.Spec.Links {
 		recLinks[i] = podstore.Link{UID: l.UID, LocalIntf: l.LocalIntf, Kind: kindOf(l), PeerPod: l.PeerPod, PeerIntf: l.PeerIntf}
 	}
-	defer rc.setAdding(cni.GetContainerId())()
 	defer rc.enterCNI(k)()
 	defer rc.watch.Hold(k)()
-	if err := rc.putRecord(podstore.Pod{
-		Namespace: k.Namespace, Name: k.Name, ContainerID: cni.GetContainerId(), Netns: cni.GetNetns(),
-		Network: cni.GetNetwork(), Links: recLinks,
-	}); err != nil {
+	sandbox.Adding, sandbox.Links = true, recLinks
+	if err := rc.putRecord(sandbox); err != nil {
 		return nil, status.Errorf(codes.Internal, "pod %s: %v", k, err)
 	}
 
@@ -93,6 +101,9 @@ func (s cniServer) SetupPod(ctx context.Context, req *meshnetv1.SetupPodRequest)
 				pp.Links[i] = r
 			}
 		}
+		// Wired once every link of the sandbox is made; a link that
+		// failed fails the ADD, and the runtime throws the sandbox away.
+		pp.Adding = len(failed) > 0
 	}); err != nil {
 		failed = append(failed, err)
 	}
@@ -109,19 +120,15 @@ func (s cniServer) SetupPod(ctx context.Context, req *meshnetv1.SetupPodRequest)
 }
 
 // linkErrorCode is the gRPC code of the failure of some of a pod's links:
-// FailedPrecondition where the node refuses what the Topology asks (a
-// macvlan parent that is not the node's NIC), which no retry mends; the
-// caller's own deadline or cancellation; Internal otherwise.
+// the caller's own deadline or cancellation, else the kernel's (kernelCode).
 func linkErrorCode(err error) codes.Code {
 	switch {
-	case errors.Is(err, links.ErrUntrustedParent):
-		return codes.FailedPrecondition
 	case errors.Is(err, context.DeadlineExceeded):
 		return codes.DeadlineExceeded
 	case errors.Is(err, context.Canceled):
 		return codes.Canceled
 	}
-	return codes.Internal
+	return kernelCode(err)
 }
 
 // wiredSet is what wiring some of a pod's links did: each wired link's
@@ -281,7 +288,7 @@ func (rc *Reconciler) settleFarEnds(k podstore.Key, containerID string, owed map
 // end is left as it is, and a link the Topology changed or dropped is the
 // pass's. Called by Run for the pods settleFarEnds left owing.
 func (rc *Reconciler) askOwed(ctx context.Context, k podstore.Key) error {
-	rec, ok := rc.cfg.Store.Get(k)
+	rec, ok := rc.wiredPod(k)
 	if !ok || rc.isDeleting(k) || rc.isAdding(rec.ContainerID) || !slices.ContainsFunc(rec.Links, farEndOwed) {
 		// Gone, or ADD or DEL at work on it; or made since.
 		return nil
@@ -320,7 +327,7 @@ func (s cniServer) TeardownPod(ctx context.Context, req *meshnetv1.TeardownPodRe
 	}
 	removed, err := rc.teardown(ctx, rec, log)
 	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+		return nil, status.Error(kernelCode(err), err.Error())
 	}
 	return &meshnetv1.TeardownPodResponse{Links: removed}, nil
 }
@@ -354,7 +361,7 @@ func (rc *Reconciler) teardown(ctx context.Context, rec podstore.Pod, log *slog.
 	}
 	var (
 		removed []*meshnetv1.LinkResult
-		failed  []string
+		failed  []error
 		wg      sync.WaitGroup
 		// The far ends go remoteCallsInFlight at a time, as they came:
 		// all n at once took a 1,500-link pod's peer node past its limit.
@@ -363,7 +370,7 @@ func (rc *Reconciler) teardown(ctx context.Context, rec podstore.Pod, log *slog.
 	for _, l := range rec.Links {
 		remote, err := rc.deleteLocalEnd(k, ns, l)
 		if err != nil {
-			failed = append(failed, err.Error())
+			failed = append(failed, err)
 			continue
 		}
 		removed = append(removed, &meshnetv1.LinkResult{
@@ -382,7 +389,7 @@ func (rc *Reconciler) teardown(ctx context.Context, rec podstore.Pod, log *slog.
 	}
 	wg.Wait()
 	if len(failed) > 0 {
-		return nil, fmt.Errorf("pod %s: %s", k, strings.Join(failed, "; "))
+		return nil, fmt.Errorf("pod %s: %w", k, utilerrors.NewAggregate(failed))
 	}
 	if err := rc.cfg.Store.Delete(k, rec.ContainerID); err != nil {
 		return nil, fmt.Errorf("pod %s: %w", k, err)
@@ -441,6 +448,9 @@ func (s cniServer) CheckPod(ctx context.Context, req *meshnetv1.CheckPodRequest)
 	if !ok {
 		return nil, status.Errorf(codes.FailedPrecondition, "pod %s has Topology links but was never wired on node %s", k, rc.cfg.NodeName)
 	}
+	if rc.abandoned(rec) {
+		return nil, status.Errorf(codes.FailedPrecondition, "pod %s: the CNI ADD of sandbox %s failed or was cut off", k, rec.ContainerID)
+	}
 	if id := req.GetCni().GetContainerId(); id != "" && id != rec.ContainerID {
 		return nil, status.Errorf(codes.FailedPrecondition, "pod %s: wired for sandbox %s, not %s", k, rec.ContainerID, id)
 	}
@@ -457,7 +467,7 @@ func (s cniServer) CheckPod(ctx context.Context, req *meshnetv1.CheckPodRequest)
 	// one interface dumps the addresses of all.
 	kernel, err := links.ReadAll(ns)
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "pod %s: %v", k, err)
+		return nil, status.Errorf(kernelCode(err), "pod %s: %v", k, err)
 	}
 	resp := &meshnetv1.CheckPodResponse{}
 	var problems []string
@@ -473,7 +483,7 @@ func (s cniServer) CheckPod(ctx context.Context, req *meshnetv1.CheckPodRequest)
 			resp.Links = append(resp.Links, res)
 			continue
 		}
-		_, peerLocal := rc.cfg.Store.Get(podstore.Key{Namespace: k.Namespace, Name: l.PeerPod})
+		_, peerLocal := rc.wiredPod(podstore.Key{Namespace: k.Namespace, Name: l.PeerPod})
 		expected := r.Kind == v1beta1.LinkKindPhy || r.Kind == v1beta1.LinkKindMacvlan ||
 			(r.Kind == v1beta1.LinkKindVeth && peerLocal) || (r.Kind == v1beta1.LinkKindVXLAN && r.PeerNodeIP != "")
 		if expected {

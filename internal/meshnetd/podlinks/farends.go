@@ -206,9 +206,9 @@ func (s peerServer) remoteEnd(req *meshnetv1.SetRemoteStateRequest, recs map[pod
 	}
 	byUID, ok := recs[k]
 	if !ok {
-		rec, found := rc.cfg.Store.Get(k)
+		rec, found := rc.wiredPod(k)
 		if !found {
-			return podstore.Key{}, status.Errorf(codes.NotFound, "pod %s is not wired on node %s", k, rc.cfg.NodeName)
+			return podstore.Key{}, rc.notWired(k)
 		}
 		byUID = make(map[int]podstore.Link, len(rec.Links))
 		for _, l := range rec.Links {

@@ -107,7 +107,7 @@ func (rc *Reconciler) wireLink(ctx context.Context, p pod, l v1beta1.Link) (wire
 	}
 
 	peerKey := podstore.Key{Namespace: p.key.Namespace, Name: l.PeerPod}
-	if peerRec, ok := rc.cfg.Store.Get(peerKey); ok && !rc.isDeleting(peerKey) {
+	if peerRec, ok := rc.wiredPod(peerKey); ok && !rc.isDeleting(peerKey) {
 		return rc.wireVeth(ctx, p, l, self, peerKey, peerRec, res, rec, log)
 	}
 	at, err := rc.peerNode(ctx, peerKey)

@@ -35,7 +35,7 @@ func (s peerServer) CreateRemoteEnd(ctx context.Context, req *meshnetv1.CreateRe
 	if peer.GetNamespace() != k.Namespace || peer.GetName() == "" {
 		return nil, status.Errorf(codes.InvalidArgument, "peer of %s must be a pod in namespace %s", k, k.Namespace)
 	}
-	rec, ok := rc.cfg.Store.Get(k)
+	rec, ok := rc.wiredPod(k)
 	if !ok || rc.isDeleting(k) {
 		return nil, status.Errorf(codes.FailedPrecondition, "pod %s is not wired on node %s yet; its ADD makes this end", k, rc.cfg.NodeName)
 	}
@@ -85,7 +85,7 @@ func (s peerServer) CreateRemoteEnd(ctx context.Context, req *meshnetv1.CreateRe
 	unlock()
 	if err != nil {
 		rc.settleEnds([]endMade{{pod: k, link: *l, err: err.Error()}})
-		code := codes.Internal
+		code := kernelCode(err)
 		if errors.Is(err, links.ErrVNIInUse) {
 			// The other node took a VNI that another link has here.
 			code = codes.AlreadyExists

@@ -5,9 +5,12 @@
 // PeerService and LinkService are its fronts: each validates a call and
 // hands it to the Reconciler, which changes the kernel.
 //
-// A pod is one that a CNI ADD on this node recorded in the pod store; calls
-// name it by namespace and name, never by netns path. A pod's links come
-// from its Topology. Each end of a link is made by the daemon of the node
+// A pod is one that a CNI ADD on this node recorded in the pod store, with
+// a Topology or not (yet); calls name it by namespace and name, never by
+// netns path. A pod's links come from its Topology, made at the ADD or, for
+// a Topology that comes later, at its first pass (SyncLinks). A sandbox
+// whose ADD failed or was cut off is not wired: nothing reports it or
+// changes it (wiredPod). Each end of a link is made by the daemon of the node
 // that holds it: a veth (both pods on this node) by whichever pod's ADD
 // comes second; a VXLAN end by each node for its own pod, and by the peer's
 // ADD (through PeerService) when this pod's ADD could not know the peer's

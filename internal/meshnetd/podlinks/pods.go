@@ -23,13 +23,25 @@ func (rc *Reconciler) snapshot(p podstore.Pod) (linkwatch.Snapshot, error) {
 	return linkwatch.Snapshot{Links: ls, Routes: routes}, err
 }
 
-// lookup finds a pod this node hosts.
+// lookup finds a pod wired on this node (wiredPod), NotFound saying why
+// when there is none.
 func (rc *Reconciler) lookup(namespace, pod string) (podstore.Pod, error) {
-	p, ok := rc.cfg.Store.Get(podstore.Key{Namespace: namespace, Name: pod})
+	k := podstore.Key{Namespace: namespace, Name: pod}
+	p, ok := rc.wiredPod(k)
 	if !ok {
-		return podstore.Pod{}, status.Errorf(codes.NotFound, "pod %s/%s is not wired on node %s", namespace, pod, rc.cfg.NodeName)
+		return podstore.Pod{}, rc.notWired(k)
 	}
 	return p, nil
+}
+
+// notWired is the NotFound of a runtime call on pod k, which is not wired
+// on this node: never recorded, or a sandbox whose ADD failed or was cut
+// off, whose links the runtime's next sandbox gets.
+func (rc *Reconciler) notWired(k podstore.Key) error {
+	if rec, ok := rc.cfg.Store.Get(k); ok && rc.abandoned(rec) {
+		return status.Errorf(codes.NotFound, "pod %s is not wired on node %s: the CNI ADD of its sandbox %s failed or was cut off; the runtime's next sandbox gets its links", k, rc.cfg.NodeName, rec.ContainerID)
+	}
+	return status.Errorf(codes.NotFound, "pod %s is not wired on node %s", k, rc.cfg.NodeName)
 }
 
 func (rc *Reconciler) lookupLink(namespace, pod, intf string) (podstore.Pod, podstore.Link, error) {
@@ -124,22 +136,35 @@ func (n *podNetns) Close() {
 	n.handle.Close()
 }
 
-// kernelErr turns a failed kernel change into a status: FailedPrecondition
-// for what the caller can fix on the node (no sch_netem, a foreign qdisc),
-// Internal otherwise.
+// kernelCode is the gRPC code of a failure on the kernel's side of a call,
+// the one rule every front and the CNI share: FailedPrecondition for what
+// the node lacks or refuses and a retry does not mend (no sch_netem, a
+// root qdisc meshnet does not own, a macvlan parent not trusted, a route's
+// gateway on no subnet of a link that is up); Unavailable for a kernel
+// that was busy (links.IsTransient: a dump still interrupted after its
+// retries, EBUSY, EAGAIN), which the caller's retry mends; Internal
+// otherwise.
+func kernelCode(err error) codes.Code {
+	switch {
+	case errors.Is(err, netem.ErrNoNetem), errors.Is(err, netem.ErrForeignQdisc), errors.Is(err, links.ErrUntrustedParent),
+		errors.Is(err, unix.ENETUNREACH):
+		return codes.FailedPrecondition
+	case links.IsTransient(err):
+		return codes.Unavailable
+	}
+	return codes.Internal
+}
+
+// kernelErr turns a failed kernel change into a status (kernelCode).
 func kernelErr(err error) error {
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
-	if errors.Is(err, netem.ErrNoNetem) || errors.Is(err, netem.ErrForeignQdisc) {
-		return status.Error(codes.FailedPrecondition, err.Error())
-	}
 	if errors.Is(err, unix.ENETUNREACH) {
-		// A route's gateway on no subnet of a link that is up: the
-		// caller's route, or a link taken down, not meshnetd's fault.
+		// The caller's route, or a link taken down, not meshnetd's fault.
 		return status.Error(codes.FailedPrecondition, err.Error()+" (from the pod: is a route's gateway on no subnet of a link that is up?)")
 	}
-	return status.Error(codes.Internal, err.Error())
+	return status.Error(kernelCode(err), err.Error())
 }
 
 // withLink runs change with the pod and intf locked, the pod's netns open
@@ -197,7 +222,7 @@ func (rc *Reconciler) withPod(p podstore.Pod, extra []linklock.Key, change func(
 	defer n.Close()
 	all, err := links.ReadAll(n.links)
 	if err != nil {
-		return status.Error(codes.Internal, err.Error())
+		return kernelErr(err)
 	}
 	changed, cerr := change(n, &st, all)
 	if changed {

@@ -57,7 +57,7 @@ func (s linkServer) ListLinks(ctx context.Context, req *meshnetv1.ListLinksReque
 		pods = []podstore.Pod{p}
 	} else {
 		for _, p := range rc.cfg.Store.List() {
-			if p.Namespace == req.GetNamespace() {
+			if p.Namespace == req.GetNamespace() && !rc.abandoned(p) {
 				pods = append(pods, p)
 			}
 		}
@@ -96,6 +96,12 @@ func (rc *Reconciler) readPod(p podstore.Pod, only string) ([]*meshnetv1.LinkSta
 // read is readPod, and with withRoutes the pod's managed routes too, from
 // the same namespace handle, state and interface dump.
 func (rc *Reconciler) read(p podstore.Pod, only string, withRoutes bool) ([]*meshnetv1.LinkStatus, []*meshnetv1.Route, error) {
+	if rc.abandoned(p) || (len(p.Links) == 0 && len(p.Runtime) == 0) {
+		// A sandbox whose ADD failed or was cut off has nothing to
+		// report: its links are the runtime's to throw away with it. Nor
+		// has a pod meshnet never wired nor changed, as most of a node's are.
+		return nil, nil, nil
+	}
 	st, err := rc.load(p)
 	if err != nil {
 		return nil, nil, status.Error(codes.Internal, err.Error())
@@ -118,7 +124,7 @@ func (rc *Reconciler) read(p podstore.Pod, only string, withRoutes bool) ([]*mes
 	defer n.Close()
 	ifaces, err := readInterfaces(n.links, only)
 	if err != nil {
-		return nil, nil, status.Error(codes.Internal, err.Error())
+		return nil, nil, kernelErr(err)
 	}
 	var conn *netem.Conn
 	defer func() {

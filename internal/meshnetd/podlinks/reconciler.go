@@ -272,6 +272,25 @@ func (rc *Reconciler) isAdding(containerID string) bool {
 	return rc.adding[containerID]
 }
 
+// abandoned reports whether rec is a sandbox whose CNI ADD failed or was
+// cut off (podstore.Pod.Adding with no ADD of it at work): the runtime
+// throws such a sandbox away and makes another, so it is never reported,
+// never wired by a runtime call, and never named in the Topology status.
+func (rc *Reconciler) abandoned(rec podstore.Pod) bool {
+	return rec.Adding && !rc.isAdding(rec.ContainerID)
+}
+
+// wiredPod returns pod k's record if k is wired on this node: recorded by a
+// CNI ADD that succeeded, or that is still at work. It is how every caller
+// but the CNI's own ADD, DEL and GC finds a pod.
+func (rc *Reconciler) wiredPod(k podstore.Key) (podstore.Pod, bool) {
+	rec, ok := rc.cfg.Store.Get(k)
+	if !ok || rc.abandoned(rec) {
+		return podstore.Pod{}, false
+	}
+	return rec, true
+}
+
 // sameFile reports whether two paths name the same namespace inode.
 func sameFile(a, b string) (bool, error) {
 	sa, err := os.Stat(a)

@@ -82,7 +82,7 @@ func (rc *Reconciler) serve(ctx context.Context, wg *sync.WaitGroup, q workqueue
 // writeStatus patches the status of a pod's Topology with what this node
 // has for it.
 func (rc *Reconciler) writeStatus(ctx context.Context, k podstore.Key) error {
-	rec, wiredHere := rc.cfg.Store.Get(k)
+	rec, wiredHere := rc.wiredPod(k)
 	if !wiredHere {
 		// Torn down here: clear the fields unless another node has the
 		// pod now, whose status they are.

@@ -34,7 +34,7 @@ import (
 // generation is the Topology generation the caller converges to: a cached
 // Topology older than that is read again from the API server.
 func (rc *Reconciler) SyncLinks(ctx context.Context, k podstore.Key, generation int64) error {
-	rec, ok := rc.cfg.Store.Get(k)
+	rec, ok := rc.wiredPod(k)
 	if !ok || rc.isDeleting(k) || rc.isAdding(rec.ContainerID) {
 		// Not wired here, or ADD or DEL is at work on it and does the job.
 		return nil
@@ -46,6 +46,11 @@ func (rc *Reconciler) SyncLinks(ctx context.Context, k podstore.Key, generation 
 	var want []v1beta1.Link
 	if topo != nil {
 		want = topo.Spec.Links
+		if topo.Status.ContainerID != rec.ContainerID {
+			// A Topology created after its pod's ADD (or created again)
+			// does not name the sandbox yet, which its peers wait for.
+			rc.status.Add(k)
+		}
 	}
 	log := rc.log.With("pod", k.String(), "container_id", rec.ContainerID)
 	ns, err := links.OpenNetns(rec.Netns)
@@ -56,7 +61,7 @@ func (rc *Reconciler) SyncLinks(ctx context.Context, k podstore.Key, generation 
 	if n, err := rc.dropOrphanEnds(ctx, k, ns, rec, log); err != nil {
 		return err
 	} else if n > 0 {
-		if rec, ok = rc.cfg.Store.Get(k); !ok {
+		if rec, ok = rc.wiredPod(k); !ok {
 			return nil
 		}
 	}

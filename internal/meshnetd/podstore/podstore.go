@@ -30,7 +30,14 @@ type Pod struct {
 	// one network leaves another's pods alone; empty in records written
 	// before it was kept.
 	Network string `json:"network,omitempty"`
-	Links   []Link `json:"links,omitempty"`
+	// Adding is set from the moment a CNI ADD records the sandbox until
+	// that ADD succeeds. A record still adding when no ADD is at work on it
+	// is a sandbox whose ADD failed or was cut off (meshnetd killed in the
+	// middle): the runtime throws it away and makes another, so nothing is
+	// reported of it nor changed in it. Records written before it was kept
+	// never have it.
+	Adding bool   `json:"adding,omitempty"`
+	Links  []Link `json:"links,omitempty"`
 	// Runtime is what runtime calls set on the pod, in the JSON of their
 	// owner (podlinks), which the store keeps and does not read, as
 	// containerd keeps a plugin's extension in a container's record. Put

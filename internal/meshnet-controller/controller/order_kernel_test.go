@@ -1,0 +1,302 @@
+//go:build kernel
+
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
+	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/meshnet-lab/lab"
+	"github.com/meshnet/meshnet/internal/meshnet-lab/lab/labnet"
+)
+
+// readyThenPing waits for the Topology of p to say Ready and, at that
+// moment, pings each address from p once: Ready must mean the links are
+// there, not that they will be. It returns how long Ready took from since.
+func readyThenPing(t *testing.T, l *labnet.Lab, p *labnet.Pod, since time.Time, ips ...string) time.Duration {
+	t.Helper()
+	waitStatus(t, l, p.Name, 30*time.Second, converged)
+	took := time.Since(since)
+	for _, ip := range ips {
+		if out, err := p.Run("ping", "-c", "1", "-W", "1", ip); err != nil {
+			t.Fatalf("%s Ready %v after %v, but ping %s from it fails at that moment: %v\n%s",
+				p.Name, get(t, l, p.Name).Status.Conditions, took, ip, err, out)
+		}
+	}
+	return took
+}
+
+// TestKernelPodsBeforeTopologies: pods created before their Topologies, as
+// Helm and Argo CD order a lab (workloads first, custom resources last),
+// are wired once the Topologies come: every ADD succeeds with no links and
+// records the sandbox, and each Topology's pass makes the links in it,
+// both ends of a veth and a VXLAN, with their addresses. Then a pod made
+// again (a new sandbox: DEL, then ADD of another network namespace) is
+// wired again, and so is a Topology deleted and created again with a
+// changed address.
+func TestKernelPodsBeforeTopologies(t *testing.T) {
+	l := labnet.New(t, bins)
+	a, b := l.AddNode("node-a", "ens3"), l.AddNode("node-b", "enp0s8")
+	publishDaemons(t, l, a, b)
+	l.Namespace("lab")
+	startController(t, l, a, "controller")
+
+	r1, r2, r3 := l.AddPod(a, "lab", "r1"), l.AddPod(a, "lab", "r2"), l.AddPod(b, "lab", "r3")
+	for _, p := range []*labnet.Pod{r1, r2, r3} {
+		cni(t, p, "ADD")
+		if names, err := labnet.Links(p.Netns); err != nil || !slices.Equal(names, []string{"lo"}) {
+			t.Fatalf("%s after its ADD with no Topology: %v, %v; want lo alone", p.Name, names, err)
+		}
+	}
+
+	start := time.Now()
+	topology(t, l, "r1",
+		link(1, "r2", "eth1", "eth1", "10.0.1.1/30", "10.0.1.2/30"),
+		link(2, "r3", "eth2", "eth1", "10.0.2.1/30", "10.0.2.2/30"))
+	topology(t, l, "r2", link(1, "r1", "eth1", "eth1", "10.0.1.2/30", "10.0.1.1/30"))
+	topology(t, l, "r3", link(2, "r1", "eth1", "eth2", "10.0.2.2/30", "10.0.2.1/30"))
+	t.Logf("Ready after the Topologies were created: r1 %v, r2 %v, r3 %v",
+		readyThenPing(t, l, r1, start, "10.0.1.2", "10.0.2.2").Round(time.Millisecond),
+		readyThenPing(t, l, r2, start, "10.0.1.1").Round(time.Millisecond),
+		readyThenPing(t, l, r3, start, "10.0.2.1").Round(time.Millisecond))
+	for _, name := range []string{"r1", "r2", "r3"} {
+		if st := get(t, l, name).Status; st.ContainerID == "" || st.NetNS == "" {
+			t.Errorf("Topology %s status names no sandbox (container_id %q, net_ns %q)", name, st.ContainerID, st.NetNS)
+		}
+	}
+
+	// r3 made again on node b: the DEL of its sandbox, then a new one.
+	cni(t, r3, "DEL")
+	if err := r3.NewSandbox(); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	cni(t, r3, "ADD")
+	waitStatus(t, l, "r3", 30*time.Second, func(topo *v1beta1.Topology) bool {
+		return topo.Status.ContainerID == r3.ContainerID && converged(topo)
+	})
+	t.Logf("r3's new sandbox Ready %v after its ADD", time.Since(start).Round(time.Millisecond))
+	if err := pings(r3, "10.0.2.1", 1); err != nil {
+		t.Fatalf("r3's new sandbox Ready, but: %v", err)
+	}
+
+	// r2's Topology deleted, then created again with another address.
+	if err := l.Client.Delete(context.Background(), get(t, l, "r2")); err != nil {
+		t.Fatal(err)
+	}
+	waitTopologyGone(t, l, "r2")
+	start = time.Now()
+	topology(t, l, "r2", link(1, "r1", "eth1", "eth1", "10.0.1.2/30", "10.0.1.1/30"))
+	readyThenPing(t, l, r2, start, "10.0.1.1")
+	if st := get(t, l, "r2").Status; st.ContainerID != r2.ContainerID {
+		t.Errorf("Topology r2 created again names sandbox %q, want %q", st.ContainerID, r2.ContainerID)
+	}
+}
+
+func waitTopologyGone(t *testing.T, l *labnet.Lab, name string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := l.Client.Get(context.Background(), client.ObjectKey{Namespace: "lab", Name: name}, &v1beta1.Topology{})
+		if client.IgnoreNotFound(err) != nil {
+			t.Fatal(err)
+		}
+		if err != nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Topology lab/%s not gone within 10 s", name)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// neverReadyFor checks, for d, that the Topology of p never says Ready nor
+// names sandbox, and that a runtime call on p is refused as for a pod not
+// wired: p's sandbox is one the runtime throws away.
+func neverReadyFor(t *testing.T, l *labnet.Lab, node *labnet.Node, p *labnet.Pod, sandbox string, d time.Duration) {
+	t.Helper()
+	_, err := l.LinkClient(node).ApplyPod(context.Background(), &meshnetv1.ApplyPodRequest{Namespace: "lab", Pod: p.Name})
+	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "failed or was cut off") {
+		t.Fatalf("ApplyPod of %s, whose ADD did not finish: %v, want NotFound saying the ADD failed or was cut off", p.Name, err)
+	}
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		topo := get(t, l, p.Name)
+		if converged(topo) || topo.Status.ContainerID == sandbox {
+			t.Fatalf("Topology %s says Ready %v, sandbox %q, for a sandbox whose ADD did not finish: %+v",
+				p.Name, converged(topo), topo.Status.ContainerID, topo.Status.Conditions)
+		}
+	}
+}
+
+// TestKernelAbandonedSandboxIsNeverReady: a sandbox whose CNI ADD failed,
+// or was cut off by meshnetd's death, is one the runtime throws away: the
+// Topology never says Ready for it nor names it, a runtime call does not
+// wire it (NotFound), and the runtime's next sandbox is wired and Ready.
+func TestKernelAbandonedSandboxIsNeverReady(t *testing.T) {
+	l := labnet.New(t, bins)
+	a := l.AddNode("node-a", "ens3")
+	publishDaemons(t, l, a)
+	l.Namespace("lab")
+	startController(t, l, a, "controller")
+
+	// A failed ADD: r1's macvlan has no parent on the node.
+	topology(t, l, "r2", link(1, "r1", "eth1", "eth1", "10.0.1.2/30", "10.0.1.1/30"))
+	topology(t, l, "r1", link(1, "r2", "eth1", "eth1", "10.0.1.1/30", "10.0.1.2/30"), link(2, "localhost", "mgmt0", "nosuch0", "", ""))
+	r1, r2 := l.AddPod(a, "lab", "r1"), l.AddPod(a, "lab", "r2")
+	cni(t, r2, "ADD")
+	if _, err := r1.CNI(context.Background(), "ADD"); err == nil || !strings.Contains(err.Error(), "nosuch0") {
+		t.Fatalf("ADD of r1 with a macvlan on no parent: %v, want its failure", err)
+	}
+	neverReadyFor(t, l, a, r1, r1.ContainerID, 3*time.Second)
+	// The runtime's way: the sandbox's DEL, then another; the Topology fixed.
+	cni(t, r1, "DEL")
+	mustEdit(t, l, "r1", func(topo *v1beta1.Topology) { topo.Spec.Links = topo.Spec.Links[:1] })
+	if err := r1.NewSandbox(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	cni(t, r1, "ADD")
+	t.Logf("r1's next sandbox Ready %v after its ADD", readyThenPing(t, l, r1, start, "10.0.1.2").Round(time.Millisecond))
+
+	// A cut-off ADD: meshnetd killed while it makes r3's 512 links.
+	const n = 512
+	var l3, l4 []v1beta1.Link
+	for i := range n {
+		ip3, ip4 := fmt.Sprintf("10.1.%d.%d/30", i/64, i%64*4+1), fmt.Sprintf("10.1.%d.%d/30", i/64, i%64*4+2)
+		l3 = append(l3, link(100+i, "r4", fmt.Sprintf("e%d", i), fmt.Sprintf("e%d", i), ip3, ip4))
+		l4 = append(l4, link(100+i, "r3", fmt.Sprintf("e%d", i), fmt.Sprintf("e%d", i), ip4, ip3))
+	}
+	topology(t, l, "r3", l3...)
+	topology(t, l, "r4", l4...)
+	r3, r4 := l.AddPod(a, "lab", "r3"), l.AddPod(a, "lab", "r4")
+	cni(t, r4, "ADD")
+	added := make(chan error, 1)
+	go func() { _, err := r3.CNI(context.Background(), "ADD"); added <- err }()
+	for {
+		names, _ := labnet.Links(r3.Netns)
+		if len(names) > 16 {
+			break
+		}
+		select {
+		case err := <-added:
+			t.Fatalf("r3's ADD ended (%v) before meshnetd could be killed in it", err)
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	a.Kill()
+	if err := <-added; err == nil {
+		t.Fatal("r3's ADD succeeded though meshnetd was killed in it")
+	}
+	names, _ := labnet.Links(r3.Netns)
+	t.Logf("meshnetd killed with %d of r3's %d links made", len(names)-1, n)
+	a.Start()
+	neverReadyFor(t, l, a, r3, r3.ContainerID, 3*time.Second)
+	cni(t, r3, "DEL")
+	if err := r3.NewSandbox(); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	cni(t, r3, "ADD")
+	t.Logf("r3's next sandbox Ready %v after its ADD", readyThenPing(t, l, r3, start, "10.1.0.2", "10.1.7.254").Round(time.Millisecond))
+}
+
+// BenchmarkKernelTopologyAfterPod measures the order Helm and Argo CD
+// apply a lab in: two pods on two nodes are ADDed with no Topology, then
+// their Topologies of n VXLAN links are created, and the clock runs from
+// the later Topology's creation until the Topology of r1 says Ready and
+// its first and last links ping (checked at that moment). It reports the
+// median, the meshnetds' processor time per round and their peak RSS.
+func BenchmarkKernelTopologyAfterPod(b *testing.B) {
+	l := labnet.New(b, bins)
+	a, c := l.AddNode("node-a", "ens3"), l.AddNode("node-b", "enp0s8")
+	publishDaemons(b, l, a, c)
+	startController(b, l, a, "controller")
+	for _, n := range []int{1, 64, 1024} {
+		b.Run(fmt.Sprintf("links=%d", n), func(b *testing.B) {
+			var (
+				lat   []time.Duration
+				cpu   time.Duration
+				round int
+			)
+			for b.Loop() {
+				b.StopTimer()
+				ns := fmt.Sprintf("order-%d-%d", n, round)
+				round++
+				l.Namespace(ns)
+				r1, r2 := l.AddPod(a, ns, "r1"), l.AddPod(c, ns, "r2")
+				for _, p := range []*labnet.Pod{r1, r2} {
+					if _, err := p.CNI(context.Background(), "ADD"); err != nil {
+						b.Fatal(err)
+					}
+				}
+				var l1, l2 []v1beta1.Link
+				for i := range n {
+					ip1, ip2 := fmt.Sprintf("10.2.%d.%d/30", i/64, i%64*4+1), fmt.Sprintf("10.2.%d.%d/30", i/64, i%64*4+2)
+					l1 = append(l1, link(i+1, "r2", fmt.Sprintf("e%d", i), fmt.Sprintf("e%d", i), ip1, ip2))
+					l2 = append(l2, link(i+1, "r1", fmt.Sprintf("e%d", i), fmt.Sprintf("e%d", i), ip2, ip1))
+				}
+				create := func(name string, ls []v1beta1.Link) {
+					topo := &v1beta1.Topology{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1beta1.TopologySpec{Links: ls}}
+					if err := l.Client.Create(context.Background(), topo); err != nil {
+						b.Fatal(err)
+					}
+				}
+				create("r2", l2)
+				before := meshnetdCPU(b, l)
+				b.StartTimer()
+				start := time.Now()
+				create("r1", l1)
+				for {
+					topo := &v1beta1.Topology{}
+					if err := l.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "r1"}, topo); err != nil {
+						b.Fatal(err)
+					}
+					if lab.Ready(topo) {
+						break
+					}
+					if time.Since(start) > 2*time.Minute {
+						b.Fatalf("r1 of %d links not Ready within 2 minutes: %+v", n, topo.Status.Conditions)
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				for _, ip := range []string{"10.2.0.2", fmt.Sprintf("10.2.%d.%d", (n-1)/64, (n-1)%64*4+2)} {
+					if out, err := r1.Run("ping", "-c", "1", "-W", "1", ip); err != nil {
+						b.Fatalf("r1 Ready, but ping %s fails at that moment: %v\n%s", ip, err, out)
+					}
+				}
+				lat = append(lat, time.Since(start))
+				b.StopTimer()
+				cpu += meshnetdCPU(b, l) - before
+			}
+			reportLatencies(b, "rounds", lat)
+			b.ReportMetric(float64(cpu.Milliseconds())/float64(len(lat)), "meshnetd-cpu-ms/round")
+			for _, node := range []*labnet.Node{a, c} {
+				if peak, err := node.PeakRSS(); err == nil {
+					b.ReportMetric(float64(peak)/(1<<20), node.Name+"-VmHWM-MiB")
+				}
+			}
+		})
+	}
+}
+
+// meshnetdCPU is the processor time the lab's meshnetds have used so far.
+func meshnetdCPU(b *testing.B, l *labnet.Lab) time.Duration {
+	b.Helper()
+	u, err := l.CPU()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return u.Sum("meshnetd/")
+}
