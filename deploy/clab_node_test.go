@@ -40,6 +40,11 @@ func containerlabFRRLab(t *testing.T, c *kubecluster.Cluster, ns string) {
 		})
 	}
 	t.Logf("every OSPF adjacency Full %v after the apply", time.Since(start).Round(time.Second))
+	// A pod forwards IPv4 as on a real node (and under containerlab),
+	// though nothing in host1's image or the lab file turns it on.
+	if out, err := c.Kubectl(ctx, "-n", ns, "exec", "host1", "--", "cat", "/proc/sys/net/ipv4/ip_forward"); err != nil || strings.TrimSpace(out) != "1" {
+		t.Errorf("host1's net.ipv4.ip_forward: %q, %v; want 1, as its node has it", out, err)
+	}
 	defer func() {
 		if t.Failed() {
 			labState(t, c, ns)

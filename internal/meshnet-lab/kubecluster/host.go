@@ -45,12 +45,38 @@ func (c *Cluster) fabric() error {
 	return nil
 }
 
+// inheritDevconf is the host's net.core.devconf_inherit_init_net.
+const inheritDevconf = "/proc/sys/net/core/devconf_inherit_init_net"
+
+// nodesForward has the nodes forward IPv4, and their pods inherit it, as on
+// a real node: there init_net forwards (kubelet and every CNI need it) and a
+// new network namespace starts with init_net's IPv4 settings, so a Linux
+// router pod forwards without being told, as under containerlab (Docker's
+// host forwards too). A lab node is not init_net, so the host has new
+// namespaces copy the settings of the namespace that creates them (mode 3,
+// the node's for its containerd's sandboxes, the host's for anything
+// else, as before) until the cluster closes; the host's own forwarding is
+// left alone.
+func (c *Cluster) nodesForward() error {
+	old, err := os.ReadFile(inheritDevconf)
+	if err != nil {
+		return fmt.Errorf("pods' IPv4 forwarding: %w", err)
+	}
+	if err := os.WriteFile(inheritDevconf, []byte("3"), 0o644); err != nil {
+		return fmt.Errorf("pods' IPv4 forwarding: set %s to 3: %w", inheritDevconf, err)
+	}
+	c.onClose(func() error { return os.WriteFile(inheritDevconf, old, 0o644) })
+	return nil
+}
+
 // plug connects a node's namespace to the node network as NodeNIC with ip.
 func (c *Cluster) plug(nsPath string, ip netip.Addr, seq int) error {
 	fab := c.FabricNetns()
 	peer := fmt.Sprintf("fab%d", seq)
 	steps := [][]string{
 		{"nsenter", "--net=" + nsPath, "--", "ip", "link", "set", "lo", "up"},
+		// A node forwards IPv4 (nodesForward).
+		{"nsenter", "--net=" + nsPath, "--", "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"},
 		{"nsenter", "--net=" + nsPath, "--", "ip", "link", "add", NodeNIC, "type", "veth", "peer", "name", peer, "netns", filepath.Base(fab)},
 		{"nsenter", "--net=" + nsPath, "--", "ip", "addr", "add", netip.PrefixFrom(ip, Subnet.Bits()).String(), "dev", NodeNIC},
 		{"nsenter", "--net=" + nsPath, "--", "ip", "link", "set", NodeNIC, "up"},

@@ -152,6 +152,9 @@ func New(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err := c.fabric(); err != nil {
 		return c, err
 	}
+	if err := c.nodesForward(); err != nil {
+		return c, err
+	}
 	// The images are made and pushed while the control plane starts: both
 	// are needed only once the nodes start.
 	var wg sync.WaitGroup
