@@ -201,6 +201,20 @@ const (
 	LinkDown LinkState = "down"
 )
 
+// FarEnd is a link's other end as the meshnetd of its own node reports it.
+// +kubebuilder:validation:Enum=up;down;missing
+type FarEnd string
+
+const (
+	// FarEndUp: the far end exists and is administratively up.
+	FarEndUp FarEnd = "up"
+	// FarEndDown: the far end exists and is administratively down.
+	FarEndDown FarEnd = "down"
+	// FarEndMissing: the far end's node has no such end in the peer
+	// pod's wired sandbox.
+	FarEndMissing FarEnd = "missing"
+)
+
 // Netem is tc-netem shaping in human units: durations like "50ms" or "1.5s",
 // percentages like "0.5%" or "0.5", rates like "100mbit" or "1gbit".
 //
@@ -417,9 +431,15 @@ type LinkStatus struct {
 	// State is the administrative state.
 	// +optional
 	State LinkState `json:"state,omitempty"`
-	// Carrier is true when the kernel sees the far end (IFF_LOWER_UP).
+	// Carrier is true when the kernel sees the far end (IFF_LOWER_UP). A
+	// VXLAN end always has it: FarEnd says whether its far end exists.
 	// +optional
 	Carrier bool `json:"carrier,omitempty"`
+	// FarEnd is the link's other end as its own node's meshnetd reports
+	// it, whatever this end's carrier says; absent when that node cannot
+	// be read now, or the far end is not a pod's.
+	// +optional
+	FarEnd FarEnd `json:"far_end,omitempty"`
 	// +optional
 	MTU int32 `json:"mtu,omitempty"`
 	// Netem is the shaping read back from the kernel; absent when none.

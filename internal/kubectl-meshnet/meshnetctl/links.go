@@ -31,7 +31,9 @@ func newLinksCommand(o *options) *cobra.Command {
 		Use:   "links [POD]",
 		Short: "List the links of a namespace's pods, or of one pod, as the kernel has them",
 		Long: `List every link end: its peer, kind, admin state, carrier, MTU and netem,
-as the pod's node read them from the kernel into the Topology's status.
+as the pod's node read them from the kernel into the Topology's status, and
+its far end (FAR-END) as the far end's own node reads it: up, down, or
+missing (a VXLAN end has carrier whether its far end exists or not).
 A link whose state is <pending> is not wired yet (its status says why).
 
 --counters adds each end's packet, byte and drop counters, read from the
@@ -174,7 +176,7 @@ func peerOf(t *v1beta1.Topology, l *v1beta1.Link) string {
 
 func printLinks(w io.Writer, views []linkView, wide, withCounters bool) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
-	head := "POD\tINTERFACE\tPEER\tKIND\tSTATE\tCARRIER\tMTU\tNETEM\tNODE"
+	head := "POD\tINTERFACE\tPEER\tKIND\tSTATE\tCARRIER\tFAR-END\tMTU\tNETEM\tNODE"
 	if withCounters {
 		head += "\tRX-PACKETS\tTX-PACKETS\tRX-BYTES\tTX-BYTES\tDROPS"
 	}
@@ -183,17 +185,18 @@ func printLinks(w io.Writer, views []linkView, wide, withCounters bool) error {
 	}
 	fmt.Fprintln(tw, head)
 	for _, v := range views {
-		kind, state, carrier, mtu, netem, node, faults, lastErr := none, pending, none, none, none, none, none, none
+		kind, state, carrier, far, mtu, netem, node, faults, lastErr := none, pending, none, none, none, none, none, none, none
 		switch s := v.Status; {
 		case s != nil:
 			kind, state, carrier = or(string(s.Kind), none), or(string(s.State), pending), yesNo(s.Carrier)
+			far = or(string(s.FarEnd), unknown)
 			mtu, node = strconv.Itoa(int(s.MTU)), or(s.Node, none)
 			netem, faults, lastErr = words(s.Netem), or(strings.Join(s.Faults, ","), none), or(s.LastError, none)
 		case v.AsSpecified:
 			state, carrier = string(v1beta1.LinkUp), "yes"
-			kind, mtu, netem, node = unlisted, unlisted, unlisted, or(v.Node, unlisted)
+			kind, far, mtu, netem, node = unlisted, unlisted, unlisted, unlisted, or(v.Node, unlisted)
 		}
-		row := []string{v.Pod, v.Spec.LocalIntf, v.Peer, kind, state, carrier, mtu, netem, node}
+		row := []string{v.Pod, v.Spec.LocalIntf, v.Peer, kind, state, carrier, far, mtu, netem, node}
 		if withCounters {
 			if c := v.Counters; c != nil {
 				row = append(row, fmtUint(c.RxPackets), fmtUint(c.TxPackets), fmtUint(c.RxBytes), fmtUint(c.TxBytes), fmtUint(c.Drops))
@@ -236,6 +239,9 @@ const (
 	// unlisted stands for what the status does not say of a link it
 	// leaves out because it is up as specified.
 	unlisted = "<unlisted>"
+	// unknown is a far end whose node cannot be read now, or that is not a
+	// pod's.
+	unknown = "<unknown>"
 )
 
 func or(s, alt string) string {

@@ -265,8 +265,8 @@ func TestKernelCommandsAsUsers(t *testing.T) {
 			for _, row := range rows[1:] {
 				f := strings.Fields(row)
 				mtu := map[string]string{"veth": "1500", "vxlan": "1450"}[f[3]]
-				if len(f) != 9 || f[4] != "up" || f[5] != "yes" || f[6] != mtu {
-					t.Errorf("link end %q: want state up, carrier yes, MTU 1500 (veth) or 1450 (vxlan)", row)
+				if len(f) != 10 || f[4] != "up" || f[5] != "yes" || f[6] != "up" || f[7] != mtu {
+					t.Errorf("link end %q: want state up, carrier yes, far end up, MTU 1500 (veth) or 1450 (vxlan)", row)
 				}
 				kinds[f[3]]++
 			}

@@ -272,9 +272,9 @@ func TestLinksOfAWideTopology(t *testing.T) {
 	if err := printLinks(&out, linkViews([]v1beta1.Topology{topo}), false, false); err != nil {
 		t.Fatal(err)
 	}
-	want := `POD   INTERFACE   PEER    KIND         STATE   CARRIER   MTU          NETEM        NODE
-r1    e1          r2:e1   <unlisted>   up      yes       <unlisted>   <unlisted>   node-1
-r1    e2          r2:e2   vxlan        down    no        1450         <none>       node-1
+	want := `POD   INTERFACE   PEER    KIND         STATE   CARRIER   FAR-END      MTU          NETEM        NODE
+r1    e1          r2:e1   <unlisted>   up      yes       <unlisted>   <unlisted>   <unlisted>   node-1
+r1    e2          r2:e2   vxlan        down    no        <unknown>    1450         <none>       node-1
 `
 	if out.String() != want {
 		t.Errorf("links:\n%s\nwant\n%s", out.String(), want)

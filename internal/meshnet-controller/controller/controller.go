@@ -239,6 +239,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		}
 		// Applied already: only the kernel (or the status) changed.
 		kl, _ := r.kernel.links(node, key)
+		d.farEnds = r.farEnds(ctx, topo)
 		return requeueAfter(r.Resync-time.Since(a.at), r.writeStatus(ctx, topo, convergedStatus(topo, pod, d, kl, a.results)))
 	}
 	return r.apply(ctx, topo, pod, d, peers)
@@ -300,6 +301,7 @@ func (r *Reconciler) apply(ctx context.Context, topo *v1beta1.Topology, pod *cor
 		err = fmt.Errorf("apply on meshnetd %s: %w", addr, err)
 		if kl, ok := r.kernel.links(node, key); ok {
 			// The links as they are, and why they are not as specified.
+			d.farEnds = r.farEnds(ctx, topo)
 			st := convergedStatus(topo, pod, d, kl, nil)
 			setConditions(&st, topo.Generation, metav1.ConditionFalse, v1beta1.ReasonApplyFailed, err.Error())
 			return r.failWith(ctx, topo, st, v1beta1.ReasonApplyFailed, err)
@@ -314,9 +316,40 @@ func (r *Reconciler) apply(ctx context.Context, topo *v1beta1.Topology, pod *cor
 			kl[l.GetInterface()] = l
 		}
 	}
+	d.farEnds = r.farEnds(ctx, topo)
 	st := convergedStatus(topo, pod, d, kl, resp.GetResults())
 	logger.V(1).Info("applied", "links", len(d.request.Links), "generation", topo.Generation)
 	return requeueAfter(r.Resync, r.writeStatus(ctx, topo, st))
+}
+
+// farEnds is, per link uid of topo with a pod at its far end, that end as
+// the view of its pod's node says it (kernel.farEnd): for a VXLAN, whose
+// end here has carrier whatever the far side has, the one word on whether
+// the far end exists. A link whose far end is unknown (its pod not
+// scheduled, its node's stream not synced) is left out.
+func (r *Reconciler) farEnds(ctx context.Context, topo *v1beta1.Topology) map[int]v1beta1.FarEnd {
+	out := map[int]v1beta1.FarEnd{}
+	nodes := map[string]string{} // peer pod -> its node, "" when unknown
+	for _, l := range topo.Spec.Links {
+		if !l.HasPodPeer() {
+			continue
+		}
+		node, seen := nodes[l.PeerPod]
+		if !seen {
+			pod := &corev1.Pod{}
+			if err := r.Client.Get(ctx, types.NamespacedName{Namespace: topo.Namespace, Name: l.PeerPod}, pod); err == nil {
+				node = pod.Spec.NodeName
+			}
+			nodes[l.PeerPod] = node
+		}
+		if node == "" {
+			continue
+		}
+		if end, ok := r.kernel.farEnd(node, types.NamespacedName{Namespace: topo.Namespace, Name: l.PeerPod}, l.PeerIntf, l.UID); ok {
+			out[l.UID] = end
+		}
+	}
+	return out
 }
 
 // errCalledOff ends an ApplyPod sent ahead whose faults changed.

@@ -29,6 +29,10 @@ type desired struct {
 	// faults is, per link uid, the LinkFaults holding it now, at either
 	// end.
 	faults map[int][]string
+	// farEnds is, per link uid, the link's far end as its node's view
+	// told it when the status was computed (Reconciler.farEnds); absent
+	// when unknown.
+	farEnds map[int]v1beta1.FarEnd
 }
 
 // desiredState computes the ApplyPod request for pod. Fields the spec sets are

@@ -116,6 +116,7 @@ func (k *kernel) stream(ctx context.Context, node string) error {
 		return err
 	}
 	listing := map[types.NamespacedName]*podView{}
+	peers := map[types.NamespacedName]bool{}
 	for {
 		ev, err := s.Recv()
 		if err != nil {
@@ -133,15 +134,46 @@ func (k *kernel) stream(ctx context.Context, node string) error {
 		}
 		k.mu.Lock()
 		if n := k.nodes[node]; n != nil {
+			if peer, ok := farEndChanged(n.pods[key], ev); ok {
+				peers[peer] = true
+			}
 			apply(n.pods, key, ev)
 		}
 		k.mu.Unlock()
 		if !ev.GetMore() {
 			// The last event of the read: one pass for the whole change,
-			// not one on a half-told one.
+			// not one on a half-told one; and one for each pod at the
+			// other end of a link that came, went or changed its admin
+			// state, whose status says what its far end is.
 			k.notify(key)
+			for peer := range peers {
+				k.notify(peer)
+			}
+			clear(peers)
 		}
 	}
+}
+
+// farEndChanged reports the pod at the far end of ev's link, in the same
+// namespace, when ev makes that pod's far end come, go, or change its admin
+// state; prev is the pod's view before ev.
+func farEndChanged(prev *podView, ev *meshnetv1.WatchLinksResponse) (types.NamespacedName, bool) {
+	peer := ev.GetLink().GetPeer().GetPod().GetPod()
+	if peer.GetName() == "" {
+		return types.NamespacedName{}, false
+	}
+	key := types.NamespacedName{Namespace: peer.GetNamespace(), Name: peer.GetName()}
+	switch ev.GetType() {
+	case meshnetv1.LinkEventType_LINK_EVENT_TYPE_ADDED, meshnetv1.LinkEventType_LINK_EVENT_TYPE_DELETED:
+		return key, true
+	case meshnetv1.LinkEventType_LINK_EVENT_TYPE_MODIFIED:
+		var was *meshnetv1.LinkStatus
+		if prev != nil {
+			was = prev.links[ev.GetLink().GetInterface()]
+		}
+		return key, was == nil || was.GetAdminState() != ev.GetLink().GetAdminState()
+	}
+	return types.NamespacedName{}, false
 }
 
 // apply records one event in a node's pods.
@@ -229,6 +261,33 @@ func (k *kernel) links(node string, key types.NamespacedName) (map[string]*meshn
 		out[intf] = l
 	}
 	return out, true
+}
+
+// farEnd is end intf (link uid) of pod key on node as the node's stream
+// last told it; ok is false when the node's stream has no view (not
+// followed yet, or broken): the far end is then unknown, not missing. A
+// pod the view does not list has no end there (its sandbox is not wired,
+// or has no links).
+func (k *kernel) farEnd(node string, key types.NamespacedName, intf string, uid int) (end v1beta1.FarEnd, ok bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	n := k.nodes[node]
+	if n == nil || !n.synced {
+		return "", false
+	}
+	var l *meshnetv1.LinkStatus
+	if p := n.pods[key]; p != nil {
+		l = p.links[intf]
+	}
+	switch {
+	case l == nil || l.GetUid() != uint32(uid) || l.GetAdminState() == meshnetv1.LinkState_LINK_STATE_UNSPECIFIED:
+		// Not there, another link's, or recorded but gone from the
+		// namespace (read without a kernel state).
+		return v1beta1.FarEndMissing, true
+	case l.GetAdminState() == meshnetv1.LinkState_LINK_STATE_UP:
+		return v1beta1.FarEndUp, true
+	}
+	return v1beta1.FarEndDown, true
 }
 
 // answered records an ApplyPod's answer: the links it read back, unless

@@ -49,6 +49,9 @@ func convergedStatus(topo *v1beta1.Topology, pod *corev1.Pod, d desired, kernel 
 			if k.GetLastError() != "" {
 				errs = append(errs, fmt.Sprintf("%s: %s", l.LocalIntf, k.GetLastError()))
 			}
+			if ls.FarEnd = d.farEnds[l.UID]; ls.FarEnd == v1beta1.FarEndMissing {
+				waiting = append(waiting, fmt.Sprintf("%s (uid %d): its far end %s:%s is not made yet", l.LocalIntf, l.UID, l.PeerPod, l.PeerIntf))
+			}
 		default:
 			why := cmp.Or(d.waiting[l.UID], pending[l.LocalIntf], "not wired yet")
 			waiting = append(waiting, fmt.Sprintf("%s (uid %d): %s", l.LocalIntf, l.UID, why))
@@ -61,7 +64,7 @@ func convergedStatus(topo *v1beta1.Topology, pod *corev1.Pod, d desired, kernel 
 		if ls.State == v1beta1.LinkDown {
 			st.DownLinks++
 		}
-		if !ok || ls.LastError != "" || ls.State != v1beta1.LinkUp || !ls.Carrier || ls.Physical != nil || len(ls.Faults) > 0 {
+		if !ok || ls.LastError != "" || ls.State != v1beta1.LinkUp || !ls.Carrier || ls.FarEnd == v1beta1.FarEndMissing || ls.Physical != nil || len(ls.Faults) > 0 {
 			unconverged = append(unconverged, ls)
 		}
 		st.Links = append(st.Links, ls)

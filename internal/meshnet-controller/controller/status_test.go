@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
@@ -176,5 +177,66 @@ func TestStatusOfWidePodsListsTheLinksNotUp(t *testing.T) {
 	topo.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: raw}}}
 	if st := convergedStatus(topo, pod, d, kernel, nil); len(st.Links) != 0 || st.OmittedLinks != v1beta1.MaxLinksWithLinkLocal {
 		t.Errorf("4,096 links, managedFields of %d bytes: %d listed, %d omitted; want none listed, all omitted", len(raw), len(st.Links), st.OmittedLinks)
+	}
+}
+
+// TestFarEndMissingIsNotReady: a VXLAN end has carrier whatever its far
+// side has, so the far end's own node decides: a link whose far end that
+// node does not have is pending, not Ready, and says so; one whose far end
+// is up (or whose node cannot be read now) is as it was.
+func TestFarEndMissingIsNotReady(t *testing.T) {
+	topo := topology(v1beta1.Link{UID: 1, PeerPod: "r2", LocalIntf: "eth1", PeerIntf: "eth2"})
+	pod := &corev1.Pod{Spec: corev1.PodSpec{NodeName: "node-1"}}
+	d, err := desiredState(topo, pod, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kernel := map[string]*meshnetv1.LinkStatus{"eth1": {Interface: "eth1", Uid: 1, Kind: meshnetv1.LinkKind_LINK_KIND_VXLAN,
+		AdminState: meshnetv1.LinkState_LINK_STATE_UP, Carrier: true, Mtu: 1450}}
+	for _, c := range []struct {
+		far   v1beta1.FarEnd
+		ready metav1.ConditionStatus
+	}{{v1beta1.FarEndMissing, metav1.ConditionFalse}, {v1beta1.FarEndUp, metav1.ConditionTrue}, {v1beta1.FarEndDown, metav1.ConditionTrue}, {"", metav1.ConditionTrue}} {
+		d.farEnds = map[int]v1beta1.FarEnd{}
+		if c.far != "" {
+			d.farEnds[1] = c.far
+		}
+		st := convergedStatus(topo, pod, d, kernel, nil)
+		ready := meta.FindStatusCondition(st.Conditions, v1beta1.ConditionReady)
+		if ready.Status != c.ready || st.Links[0].FarEnd != c.far {
+			t.Errorf("far end %q: Ready %s (%s), link far_end %q; want Ready %s", c.far, ready.Status, ready.Message, st.Links[0].FarEnd, c.ready)
+		}
+		if c.far == v1beta1.FarEndMissing && (ready.Reason != v1beta1.ReasonLinksPending || !strings.Contains(ready.Message, "eth1 (uid 1): its far end r2:eth2 is not made yet")) {
+			t.Errorf("far end missing: Ready %s: %s, want LinksPending naming the far end", ready.Reason, ready.Message)
+		}
+	}
+}
+
+// TestFarEndChangedWakesThePeer: an end that comes, goes or changes its
+// admin state wakes the pod at its far end, whose status says what its far
+// end is; a change of anything else (carrier, counters, netem) does not.
+func TestFarEndChangedWakesThePeer(t *testing.T) {
+	end := func(state meshnetv1.LinkState, carrier bool) *meshnetv1.LinkStatus {
+		return &meshnetv1.LinkStatus{Interface: "eth1", Uid: 1, AdminState: state, Carrier: carrier,
+			Peer: &meshnetv1.Peer{Peer: &meshnetv1.Peer_Pod{Pod: &meshnetv1.PodPeer{Pod: &meshnetv1.PodRef{Namespace: "lab", Name: "r2"}, Interface: "eth2"}}}}
+	}
+	up, down := meshnetv1.LinkState_LINK_STATE_UP, meshnetv1.LinkState_LINK_STATE_DOWN
+	prev := &podView{links: map[string]*meshnetv1.LinkStatus{"eth1": end(up, true)}}
+	for _, c := range []struct {
+		name string
+		prev *podView
+		ev   *meshnetv1.WatchLinksResponse
+		wake bool
+	}{
+		{"added", nil, &meshnetv1.WatchLinksResponse{Type: meshnetv1.LinkEventType_LINK_EVENT_TYPE_ADDED, Link: end(up, true)}, true},
+		{"deleted", prev, &meshnetv1.WatchLinksResponse{Type: meshnetv1.LinkEventType_LINK_EVENT_TYPE_DELETED, Link: end(up, true)}, true},
+		{"taken down", prev, &meshnetv1.WatchLinksResponse{Type: meshnetv1.LinkEventType_LINK_EVENT_TYPE_MODIFIED, Link: end(down, false)}, true},
+		{"carrier only", prev, &meshnetv1.WatchLinksResponse{Type: meshnetv1.LinkEventType_LINK_EVENT_TYPE_MODIFIED, Link: end(up, false)}, false},
+		{"routes", prev, &meshnetv1.WatchLinksResponse{Type: meshnetv1.LinkEventType_LINK_EVENT_TYPE_ROUTES}, false},
+	} {
+		peer, wake := farEndChanged(c.prev, c.ev)
+		if wake != c.wake || (wake && peer.String() != "lab/r2") {
+			t.Errorf("%s: wakes %v (%s), want %v", c.name, wake, peer, c.wake)
+		}
 	}
 }
