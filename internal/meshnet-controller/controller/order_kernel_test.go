@@ -276,7 +276,7 @@ func BenchmarkKernelTopologyAfterPod(b *testing.B) {
 					}
 				}
 				create("r2", l2)
-				before := meshnetdCPU(b, l)
+				before := l.MeshnetdCPU()
 				b.StartTimer()
 				start := time.Now()
 				create("r1", l1)
@@ -300,7 +300,7 @@ func BenchmarkKernelTopologyAfterPod(b *testing.B) {
 				}
 				lat = append(lat, time.Since(start))
 				b.StopTimer()
-				cpu += meshnetdCPU(b, l) - before
+				cpu += l.MeshnetdCPU() - before
 				// The next round on nodes as bare as this one's.
 				for _, p := range []*labnet.Pod{r1, r2} {
 					if _, err := p.CNI(context.Background(), "DEL"); err != nil {
@@ -317,14 +317,4 @@ func BenchmarkKernelTopologyAfterPod(b *testing.B) {
 			}
 		})
 	}
-}
-
-// meshnetdCPU is the processor time the lab's meshnetds have used so far.
-func meshnetdCPU(b *testing.B, l *labnet.Lab) time.Duration {
-	b.Helper()
-	u, err := l.CPU()
-	if err != nil {
-		b.Fatal(err)
-	}
-	return u.Sum("meshnetd/")
 }

@@ -46,12 +46,12 @@ func BenchmarkKernelAdd(b *testing.B) {
 			var cpu time.Duration
 			b.ResetTimer()
 			for b.Loop() {
-				before := meshnetdCPU(b, lab)
+				before := lab.MeshnetdCPU()
 				start := time.Now()
 				cni(b, hub, "ADD")
 				samples = append(samples, time.Since(start))
 				b.StopTimer()
-				cpu += meshnetdCPU(b, lab) - before
+				cpu += lab.MeshnetdCPU() - before
 				cni(b, hub, "DEL")
 				b.StartTimer()
 			}
@@ -63,16 +63,6 @@ func BenchmarkKernelAdd(b *testing.B) {
 			b.ReportMetric(float64(cpu.Microseconds())/1000/float64(len(samples)), "meshnetd-cpu-ms/add")
 		})
 	}
-}
-
-// meshnetdCPU is the processor time the lab's meshnetds have used so far.
-func meshnetdCPU(b *testing.B, lab *labnet.Lab) time.Duration {
-	b.Helper()
-	u, err := lab.CPU()
-	if err != nil {
-		b.Fatal(err)
-	}
-	return u.Sum("meshnetd/")
 }
 
 func report(b *testing.B, samples []time.Duration) {

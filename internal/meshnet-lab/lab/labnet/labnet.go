@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/vishvananda/netlink"
@@ -157,6 +158,15 @@ func New(t testing.TB, bins Binaries) *Lab {
 		}
 	})
 	return &Lab{Lab: l, t: t, Env: env}
+}
+
+// MeshnetdCPU is the processor time the lab's meshnetds have used so far,
+// for benchmarks that report it per operation.
+func (l *Lab) MeshnetdCPU() time.Duration {
+	l.t.Helper()
+	u, err := l.CPU()
+	must(l.t, err)
+	return u.Sum("meshnetd/")
 }
 
 // Namespace creates a Kubernetes namespace (and its default service
