@@ -21,6 +21,8 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -1043,6 +1045,30 @@ func TestNodeLinksThroughPodLifecycle(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 		}
 		waitRunning(t, c, ns, "r1-0")
+		ping(t, c, ns, "r1-0", "12.12.12.2")
+		ping(t, c, ns, "r2-0", "12.12.12.1")
+	})
+
+	t.Run("GitOpsOrderPodsFirst", func(t *testing.T) {
+		// As Helm and Argo CD apply a lab: the workloads first, their
+		// custom resources last. The pods start with no links; each
+		// Topology's first pass wires them. At the moment a status says
+		// Ready, its link pings.
+		ns := "gitops"
+		docs := strings.Split(statefulSets, "---\n")
+		applyManifest(t, c, ns, strings.Join(docs[2:], "---\n"))
+		waitRunning(t, c, ns, "r1-0", "r2-0")
+		start := time.Now()
+		applyManifest(t, c, ns, strings.Join(docs[:2], "---\n"))
+		for _, name := range []string{"r1-0", "r2-0"} {
+			eventually(t, 30*time.Second, "Topology "+name+" Ready", func() (bool, string) {
+				var topo v1beta1.Topology
+				err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &topo)
+				ready := meta.FindStatusCondition(topo.Status.Conditions, v1beta1.ConditionReady)
+				return err == nil && ready != nil && ready.Status == metav1.ConditionTrue, fmt.Sprintf("%v %+v", err, topo.Status)
+			})
+		}
+		t.Logf("both Topologies Ready %v after they were applied to running pods", time.Since(start).Round(100*time.Millisecond))
 		ping(t, c, ns, "r1-0", "12.12.12.2")
 		ping(t, c, ns, "r2-0", "12.12.12.1")
 	})
