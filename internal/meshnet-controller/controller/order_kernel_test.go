@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	meshnetv1 "github.com/meshnet/meshnet/api/proto/meshnet/v1"
@@ -314,6 +315,104 @@ func BenchmarkKernelTopologyAfterPod(b *testing.B) {
 				if peak, err := node.PeakRSS(); err == nil {
 					b.ReportMetric(float64(peak)/(1<<20), node.Name+"-VmHWM-MiB")
 				}
+			}
+		})
+	}
+}
+
+// BenchmarkKernelRestartToConverged measures a meshnetd restart under an
+// edit: node-a's meshnetd is killed, r1's n VXLAN links get a new MTU,
+// meshnetd is started again, and the clock runs from its start until r1's
+// Topology says Ready at the new generation with the kernel's first and
+// last links at that MTU (read at that moment). It reports the median and
+// node-a meshnetd's processor time and peak RSS.
+func BenchmarkKernelRestartToConverged(b *testing.B) {
+	l := labnet.New(b, bins)
+	a, c := l.AddNode("node-a", "ens3"), l.AddNode("node-b", "enp0s8")
+	publishDaemons(b, l, a, c)
+	startController(b, l, a, "controller")
+	for _, n := range []int{64, 1024} {
+		b.Run(fmt.Sprintf("links=%d", n), func(b *testing.B) {
+			ns := fmt.Sprintf("restart-%d", n)
+			l.Namespace(ns)
+			var l1, l2 []v1beta1.Link
+			for i := range n {
+				ip1, ip2 := fmt.Sprintf("10.3.%d.%d/30", i/64, i%64*4+1), fmt.Sprintf("10.3.%d.%d/30", i/64, i%64*4+2)
+				l1 = append(l1, link(i+1, "r2", fmt.Sprintf("e%d", i), fmt.Sprintf("e%d", i), ip1, ip2))
+				l2 = append(l2, link(i+1, "r1", fmt.Sprintf("e%d", i), fmt.Sprintf("e%d", i), ip2, ip1))
+			}
+			for name, ls := range map[string][]v1beta1.Link{"r1": l1, "r2": l2} {
+				topo := &v1beta1.Topology{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1beta1.TopologySpec{Links: ls}}
+				if err := l.Client.Create(context.Background(), topo); err != nil {
+					b.Fatal(err)
+				}
+			}
+			r1, r2 := l.AddPod(a, ns, "r1"), l.AddPod(c, ns, "r2")
+			for _, p := range []*labnet.Pod{r1, r2} {
+				if _, err := p.CNI(context.Background(), "ADD"); err != nil {
+					b.Fatal(err)
+				}
+			}
+			ready := func(mtu int) {
+				b.Helper()
+				deadline := time.Now().Add(2 * time.Minute)
+				for {
+					topo := &v1beta1.Topology{}
+					if err := l.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "r1"}, topo); err != nil {
+						b.Fatal(err)
+					}
+					if lab.Ready(topo) {
+						break
+					}
+					if time.Now().After(deadline) {
+						b.Fatalf("r1 of %d links not Ready within 2 minutes: %+v", n, topo.Status.Conditions)
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				for _, intf := range []string{"e0", fmt.Sprintf("e%d", n-1)} {
+					if mtu != 0 && readState(b, r1.Netns, intf).MTU != mtu {
+						b.Fatalf("r1 Ready, but %s's MTU is %d, not %d, at that moment", intf, readState(b, r1.Netns, intf).MTU, mtu)
+					}
+				}
+			}
+			ready(0)
+			var (
+				lat []time.Duration
+				cpu time.Duration
+			)
+			mtus := []int32{1400, 1450}
+			b.ResetTimer()
+			for i := range b.N {
+				b.StopTimer()
+				a.Kill()
+				mtu := mtus[i%2]
+				if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+					topo := &v1beta1.Topology{}
+					if err := l.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "r1"}, topo); err != nil {
+						return err
+					}
+					for j := range topo.Spec.Links {
+						topo.Spec.Links[j].MTU = &mtu
+					}
+					return l.Client.Update(context.Background(), topo)
+				}); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				start := time.Now()
+				a.Start()
+				ready(int(mtu))
+				lat = append(lat, time.Since(start))
+				b.StopTimer()
+				// The restarted meshnetd's own time, since its start.
+				if u, err := l.CPU(); err == nil {
+					cpu += u.Sum("meshnetd/node-a")
+				}
+			}
+			reportLatencies(b, "restarts", lat)
+			b.ReportMetric(float64(cpu.Milliseconds())/float64(len(lat)), "node-a-meshnetd-cpu-ms/restart")
+			if peak, err := a.PeakRSS(); err == nil {
+				b.ReportMetric(float64(peak)/(1<<20), "node-a-VmHWM-MiB")
 			}
 		})
 	}
