@@ -4,6 +4,12 @@ SHELL := /usr/bin/env bash
 GO ?= go
 BIN ?= bin
 CMDS := meshnetd meshnet-controller meshnet-cni kubectl-meshnet
+# What every binary's --version and meshnet_build_info say: VERSION (make
+# build VERSION=v0.2.0), the commit, and "-modified" for a checkout with
+# changes.
+VERSION ?= devel
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -modified)
+VERSION_LDFLAGS := -X github.com/meshnet/meshnet/internal/version.Version=$(VERSION) -X github.com/meshnet/meshnet/internal/version.Commit=$(COMMIT)
 CONTROLLER_GEN := $(GO) tool -modfile=tools/go.mod controller-gen
 
 .PHONY: all build lab lab-emulated lab-bin lab-down lab-vm node-bin generate generate-crd generate-proto check test test-unit test-kernel test-vm test-cluster test-node bench clean
@@ -12,7 +18,7 @@ all: build
 
 build:
 	@mkdir -p $(BIN)
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w $(VERSION_LDFLAGS)' -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
 
 # The lab runs the meshnet binaries with containernetworking's loopback
 # plugin as every node's primary CNI, and grpcurl for the commands it prints.

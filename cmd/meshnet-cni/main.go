@@ -4,11 +4,12 @@ package main
 
 import (
 	"github.com/containernetworking/cni/pkg/skel"
-	"github.com/containernetworking/cni/pkg/version"
+	cniversion "github.com/containernetworking/cni/pkg/version"
 
 	"github.com/meshnet/meshnet/internal/cniplugin"
+	"github.com/meshnet/meshnet/internal/version"
 )
 
 func main() {
-	skel.PluginMainFuncs(cniplugin.Funcs(), version.All, "meshnet: wires pods to their Topology's links through meshnetd")
+	skel.PluginMainFuncs(cniplugin.Funcs(), cniversion.All, "meshnet "+version.Get().String()+": wires pods to their Topology's links through meshnetd")
 }

@@ -18,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/meshnet/meshnet/internal/meshnet-controller/manager"
+	"github.com/meshnet/meshnet/internal/version"
 )
 
 func main() {
@@ -55,7 +56,12 @@ func run() error {
 	flag.StringVar(&cfg.Relay.Namespace, "relay-namespace", "meshnet", "namespace of the relay's Service and of the Secret holding its certificate")
 	flag.StringVar(&cfg.Relay.Secret, "relay-secret", "meshnet-relay-tls", "Secret holding the relay's serving certificate and CA, made empty by deploy/ and filled at first start (deploy/'s Role names meshnet-relay-tls in meshnet)")
 	flag.StringVar(&cfg.Relay.Service, "relay-service", "meshnet-controller", "Service the APIService names; the serving certificate is for it")
+	showVersion := flag.Bool("version", false, "print meshnet-controller's version, commit and Go version, and exit")
 	flag.Parse()
+	if *showVersion {
+		fmt.Println("meshnet-controller", version.Get())
+		return nil
+	}
 
 	cfg.Log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	ctrl.SetLogger(logr.FromSlogHandler(cfg.Log.Handler()))

@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/meshnet/meshnet/internal/meshnetd/daemon"
+	"github.com/meshnet/meshnet/internal/version"
 )
 
 func main() {
@@ -59,7 +60,12 @@ func run() error {
 	flag.Int64Var(&cfg.MemoryLimit, "memory-limit", envInt("MEMORY_LIMIT"), "the container's memory limit in bytes (default $MEMORY_LIMIT, which the DaemonSet sets from limits.memory); meshnetd's Go memory limit is 90% of it less the kernel memory charged to the container (its interfaces), unless GOMEMLIMIT is set")
 	flag.BoolVar(&cfg.Profiling, "pprof", false, "serve net/http/pprof on the HTTP port, /debug/pprof/ (off by default)")
 	flag.StringVar(&logFormat, "log-format", "json", "log format: json or text")
+	showVersion := flag.Bool("version", false, "print meshnetd's version, commit and Go version, and exit")
 	flag.Parse()
+	if *showVersion {
+		fmt.Println("meshnetd", version.Get())
+		return nil
+	}
 
 	var h slog.Handler
 	switch logFormat {

@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/version"
 )
 
 // Main runs kubectl meshnet with args (without the program's name) and
@@ -65,6 +66,7 @@ Topologies decide what you may do (the namespace's view role may list
 links, its edit role may change them). Changes are made in the Topology,
 so they survive restarts, and the command waits until the pod's status
 says the kernel has them.`,
+		Version:       version.Get().String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// Help and completion say "kubectl meshnet", as users type it.

@@ -27,6 +27,7 @@ import (
 
 	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/netemconv"
+	"github.com/meshnet/meshnet/internal/version/versionmetric"
 )
 
 // faultsOn lists the LinkFaults of topo's namespace that may hold one of
@@ -185,6 +186,9 @@ type faultStatus struct {
 func (r *Reconciler) setupFaults(mgr ctrl.Manager) error {
 	if err := ctrlmetrics.Registry.Register(&faultMetrics{reader: mgr.GetCache()}); err != nil {
 		return fmt.Errorf("register linkfault metrics: %w", err)
+	}
+	if err := ctrlmetrics.Registry.Register(versionmetric.Collector("meshnet-controller")); err != nil {
+		return fmt.Errorf("register build info: %w", err)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("linkfault").

@@ -30,6 +30,7 @@ import (
 	"github.com/meshnet/meshnet/internal/meshnetd/gateway"
 	"github.com/meshnet/meshnet/internal/meshnetd/metrics"
 	"github.com/meshnet/meshnet/internal/meshnetd/topoview"
+	"github.com/meshnet/meshnet/internal/version/versionmetric"
 )
 
 // services are what meshnetd's ports serve.
@@ -107,7 +108,7 @@ func newServers(ctx context.Context, cfg Config, log *slog.Logger, tr *transport
 	healthpb.RegisterHealthServer(s.unix, s.unixHealth)
 
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(svc.links, rpc)
+	registry.MustRegister(svc.links, rpc, versionmetric.Collector("meshnetd"))
 	if s.gw, err = newGateway(ctx, cfg, tr, checker, registry, s.tcpLis.Addr()); err != nil {
 		return nil, err
 	}
