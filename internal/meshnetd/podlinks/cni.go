@@ -60,8 +60,8 @@ func (s cniServer) SetupPod(ctx context.Context, req *meshnetv1.SetupPodRequest)
 		return nil, status.Errorf(codes.InvalidArgument, "pod %s: netns %s is the node's own network namespace", k, cni.GetNetns())
 	}
 	sandbox := podstore.Pod{Namespace: k.Namespace, Name: k.Name, ContainerID: cni.GetContainerId(), Netns: cni.GetNetns(), Network: cni.GetNetwork()}
-	defer rc.setAdding(cni.GetContainerId())()
 	if topo == nil || len(topo.Spec.Links) == 0 {
+		defer rc.setAdding(cni.GetContainerId())()
 		if err := rc.putRecord(sandbox); err != nil {
 			return nil, status.Errorf(codes.Internal, "pod %s: %v", k, err)
 		}
@@ -83,6 +83,9 @@ func (s cniServer) SetupPod(ctx context.Context, req *meshnetv1.SetupPodRequest)
 	}
 	defer rc.enterCNI(k)()
 	defer rc.watch.Hold(k)()
+	// Released before the watcher's hold: the read at its release finds a
+	// sandbox whose ADD failed abandoned already, and reports nothing of it.
+	defer rc.setAdding(cni.GetContainerId())()
 	sandbox.Adding, sandbox.Links = true, recLinks
 	if err := rc.putRecord(sandbox); err != nil {
 		return nil, status.Errorf(codes.Internal, "pod %s: %v", k, err)

@@ -83,6 +83,9 @@ func (rc *Reconciler) serve(ctx context.Context, wg *sync.WaitGroup, q workqueue
 // has for it.
 func (rc *Reconciler) writeStatus(ctx context.Context, k podstore.Key) error {
 	rec, wiredHere := rc.wiredPod(k)
+	// Named once its ADD succeeded: this write may come while a failed
+	// ADD is still returning, before its sandbox counts as abandoned.
+	wiredHere = wiredHere && !rec.Adding
 	if !wiredHere {
 		// Torn down here: clear the fields unless another node has the
 		// pod now, whose status they are.
