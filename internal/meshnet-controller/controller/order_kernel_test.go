@@ -115,6 +115,20 @@ func controllerServing(t testing.TB, l *labnet.Lab) {
 	waitStatus(t, l, "no-pod", 30*time.Second, func(topo *v1beta1.Topology) bool { return topo.Status.ObservedGeneration > 0 })
 }
 
+// pairLinks are the Topologies' links of n links between pods a and b,
+// uids from uid0, interfaces e0, e1 ... at both ends, link i on the /30
+// number i of net.0.0.0/16 ("10.1"): a at its first address, b at its
+// second.
+func pairLinks(a, b string, n, uid0 int, net string) (la, lb []v1beta1.Link) {
+	for i := range n {
+		ipA, ipB := fmt.Sprintf("%s.%d.%d/30", net, i/64, i%64*4+1), fmt.Sprintf("%s.%d.%d/30", net, i/64, i%64*4+2)
+		intf := fmt.Sprintf("e%d", i)
+		la = append(la, link(uid0+i, b, intf, intf, ipA, ipB))
+		lb = append(lb, link(uid0+i, a, intf, intf, ipB, ipA))
+	}
+	return la, lb
+}
+
 func waitTopologyGone(t *testing.T, l *labnet.Lab, name string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -193,12 +207,7 @@ func TestKernelAbandonedSandboxIsNeverReady(t *testing.T) {
 
 	// A cut-off ADD: meshnetd killed while it makes r3's 512 links.
 	const n = 512
-	var l3, l4 []v1beta1.Link
-	for i := range n {
-		ip3, ip4 := fmt.Sprintf("10.1.%d.%d/30", i/64, i%64*4+1), fmt.Sprintf("10.1.%d.%d/30", i/64, i%64*4+2)
-		l3 = append(l3, link(100+i, "r4", fmt.Sprintf("e%d", i), fmt.Sprintf("e%d", i), ip3, ip4))
-		l4 = append(l4, link(100+i, "r3", fmt.Sprintf("e%d", i), fmt.Sprintf("e%d", i), ip4, ip3))
-	}
+	l3, l4 := pairLinks("r3", "r4", n, 100, "10.1")
 	topology(t, l, "r3", l3...)
 	topology(t, l, "r4", l4...)
 	r3, r4 := l.AddPod(a, "lab", "r3"), l.AddPod(a, "lab", "r4")
@@ -264,12 +273,7 @@ func BenchmarkKernelTopologyAfterPod(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				var l1, l2 []v1beta1.Link
-				for i := range n {
-					ip1, ip2 := fmt.Sprintf("10.2.%d.%d/30", i/64, i%64*4+1), fmt.Sprintf("10.2.%d.%d/30", i/64, i%64*4+2)
-					l1 = append(l1, link(i+1, "r2", fmt.Sprintf("e%d", i), fmt.Sprintf("e%d", i), ip1, ip2))
-					l2 = append(l2, link(i+1, "r1", fmt.Sprintf("e%d", i), fmt.Sprintf("e%d", i), ip2, ip1))
-				}
+				l1, l2 := pairLinks("r1", "r2", n, 1, "10.2")
 				create := func(name string, ls []v1beta1.Link) {
 					topo := &v1beta1.Topology{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1beta1.TopologySpec{Links: ls}}
 					if err := l.Client.Create(context.Background(), topo); err != nil {
@@ -335,12 +339,7 @@ func BenchmarkKernelRestartToConverged(b *testing.B) {
 		// Set up once: a sub-benchmark's function runs again for each b.N.
 		ns := fmt.Sprintf("restart-%d", n)
 		l.Namespace(ns)
-		var l1, l2 []v1beta1.Link
-		for i := range n {
-			ip1, ip2 := fmt.Sprintf("10.3.%d.%d/30", i/64, i%64*4+1), fmt.Sprintf("10.3.%d.%d/30", i/64, i%64*4+2)
-			l1 = append(l1, link(i+1, "r2", fmt.Sprintf("e%d", i), fmt.Sprintf("e%d", i), ip1, ip2))
-			l2 = append(l2, link(i+1, "r1", fmt.Sprintf("e%d", i), fmt.Sprintf("e%d", i), ip2, ip1))
-		}
+		l1, l2 := pairLinks("r1", "r2", n, 1, "10.3")
 		for name, ls := range map[string][]v1beta1.Link{"r1": l1, "r2": l2} {
 			topo := &v1beta1.Topology{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1beta1.TopologySpec{Links: ls}}
 			if err := l.Client.Create(context.Background(), topo); err != nil {
