@@ -181,6 +181,7 @@ func TestNodeMeshnetAsInstalled(t *testing.T) {
 		t.Run("CaptureThroughTheAPIServer", func(t *testing.T) { captureThroughAPIServer(t, c, ns, editor, viewer) })
 		t.Run("RuntimeChangesThroughTheAPIServer", func(t *testing.T) { runtimeChangesThroughAPIServer(t, c, ns, editor, viewer) })
 		t.Run("HostileCallsChangeNothing", func(t *testing.T) { hostileCallsChangeNothing(t, c, ns) })
+		t.Run("UnderlayKeepsToLinkEnds", func(t *testing.T) { underlayKeepsToLinkEnds(t, c, ns) })
 		t.Run("FloodOnOneNode", func(t *testing.T) { floodOnOneNode(t, c, ns, editor) })
 	})
 	t.Run("ContainerlabFRRLab", func(t *testing.T) { containerlabFRRLab(t, c, "clab") })

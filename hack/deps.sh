@@ -26,6 +26,7 @@ packages=(
 	containerd # each node's container runtime (1.6, CRI v1), with containerd-shim-runc-v2
 	runc       # its OCI runtime
 	iptables   # the bridge CNI's masquerade and kube-proxy's Services, inside each node
+	nftables   # nft, to show meshnetd's underlay table (internal/meshnetd/underlay's kernel tier lists it)
 )
 
 missing=()

@@ -57,6 +57,7 @@ func run() error {
 	flag.Float64Var(&qps, "kube-api-qps", 50, "requests per second to the API server")
 	flag.IntVar(&cfg.KubeBurst, "kube-api-burst", 100, "burst of requests to the API server")
 	macvlanParents := flag.String("macvlan-parents", os.Getenv("MACVLAN_PARENTS"), "comma-separated NICs of the node trusted as macvlan parents whatever their kind (a kind node's eth0 is a veth); others must not be a veth, a bridge or a bridge's port (default $MACVLAN_PARENTS)")
+	underlayGuard := flag.Bool("underlay-guard", true, "keep the node's VXLAN port to the links' own ends: an nftables table (inet meshnet) drops a datagram carrying a link's VNI from anyone but that link's far end, and every datagram to the links' ports the node would forward (from its pods); false leaves the port open to anyone who reaches it")
 	flag.Int64Var(&cfg.MemoryLimit, "memory-limit", envInt("MEMORY_LIMIT"), "the container's memory limit in bytes (default $MEMORY_LIMIT, which the DaemonSet sets from limits.memory); meshnetd's Go memory limit is 90% of it less the kernel memory charged to the container (its interfaces), unless GOMEMLIMIT is set")
 	flag.BoolVar(&cfg.Profiling, "pprof", false, "serve net/http/pprof on the HTTP port, /debug/pprof/ (off by default)")
 	flag.StringVar(&logFormat, "log-format", "json", "log format: json or text")
@@ -80,6 +81,7 @@ func run() error {
 	// client-go's certificate manager logs through klog: the same lines.
 	klog.SetSlogLogger(cfg.Log)
 	cfg.KubeQPS = float32(qps)
+	cfg.NoUnderlayGuard = !*underlayGuard
 	for _, nic := range strings.Split(*macvlanParents, ",") {
 		if nic = strings.TrimSpace(nic); nic != "" {
 			cfg.MacvlanParents = append(cfg.MacvlanParents, nic)

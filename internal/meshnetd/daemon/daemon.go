@@ -54,6 +54,7 @@ import (
 	"github.com/meshnet/meshnet/internal/meshnetd/podlinks"
 	"github.com/meshnet/meshnet/internal/meshnetd/podstore"
 	"github.com/meshnet/meshnet/internal/meshnetd/topotrack"
+	"github.com/meshnet/meshnet/internal/meshnetd/underlay"
 	"github.com/meshnet/meshnet/internal/partition"
 )
 
@@ -67,6 +68,10 @@ type Config struct {
 	// MacvlanParents are NICs trusted as macvlan parents whatever their
 	// kind (links.Macvlan.Trusted): a node whose NICs are veths.
 	MacvlanParents []string
+	// NoUnderlayGuard leaves the node's VXLAN port open to anyone who
+	// reaches it (podlinks.Config.UnderlayGuard): for a node whose
+	// firewall is another's to hold.
+	NoUnderlayGuard bool
 	// MemoryLimit is the container's memory limit in bytes (0: none);
 	// meshnetd's Go memory limit is kept at 90% of it less the kernel
 	// memory charged to the container (memlimit.go), so that the collector
@@ -231,7 +236,8 @@ func Run(ctx context.Context, cfg Config) error {
 	defer pool.Close()
 	podLinks, err := podlinks.New(podlinks.Config{
 		NodeName: cfg.NodeName, NodeIP: cfg.NodeIP, NodeNetns: cfg.NodeNetns, MacvlanParents: cfg.MacvlanParents, PeerPort: port, Peers: pool,
-		Store: store, Topologies: w.topologies, Pods: w.namespaces, Client: k.client, Log: cfg.Log,
+		UnderlayGuard: !cfg.NoUnderlayGuard,
+		Store:         store, Topologies: w.topologies, Pods: w.namespaces, Client: k.client, Log: cfg.Log,
 	})
 	if err != nil {
 		return err
@@ -247,7 +253,8 @@ func Run(ctx context.Context, cfg Config) error {
 	checker := auth.NewChecker(k.kube, tokenReviewTTL).WithIssuer(issuer)
 	srv, err := newServers(ctx, cfg, log, tr, checker, services{
 		cni: podLinks.CNIServer(), peer: podLinks.PeerServer(), link: podLinks.LinkServer(), data: dataSrv,
-		links: metrics.NewLinks(store, podLinks.ReadPod, cfg.Log),
+		links:    metrics.NewLinks(store, podLinks.ReadPod, cfg.Log),
+		underlay: underlay.NewCollector(podLinks.UnderlayGuard()),
 	})
 	if err != nil {
 		return err

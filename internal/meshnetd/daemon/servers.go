@@ -41,6 +41,8 @@ type services struct {
 	data meshnetv1.DataServiceServer
 	// links are the link metrics of /metrics.
 	links prometheus.Collector
+	// underlay are the underlay guard's drops.
+	underlay prometheus.Collector
 }
 
 // servers are meshnetd's three servers, listening: the CNIService on the
@@ -108,7 +110,7 @@ func newServers(ctx context.Context, cfg Config, log *slog.Logger, tr *transport
 	healthpb.RegisterHealthServer(s.unix, s.unixHealth)
 
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(svc.links, rpc, versionmetric.Collector("meshnetd"))
+	registry.MustRegister(svc.links, svc.underlay, rpc, versionmetric.Collector("meshnetd"))
 	if s.gw, err = newGateway(ctx, cfg, tr, checker, registry, s.tcpLis.Addr()); err != nil {
 		return nil, err
 	}

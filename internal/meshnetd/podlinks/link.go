@@ -148,7 +148,7 @@ func (rc *Reconciler) wirePhy(p pod, l v1beta1.Link, self links.End, res *meshne
 	}
 	x := links.VXLAN{Node: rc.nodeNetns, End: self, VNI: uint32(o.VNI), Local: rc.cfg.NodeIP, Remote: remote, Port: udpPort(o)}
 	unlock := rc.cfg.Locks.Lock(endKey(p.key, l.LocalIntf))
-	r, err := links.EnsureVXLAN(x)
+	r, err := rc.ensureVXLAN(p.key, x)
 	unlock()
 	if err != nil {
 		return wired{}, fmt.Errorf("link %d: %w", l.UID, err)
@@ -188,7 +188,7 @@ func (rc *Reconciler) wireVXLAN(p pod, l v1beta1.Link, self links.End, peerNode 
 	var r links.Result
 	var err error
 	for _, x.VNI = range vnis {
-		if r, err = links.EnsureVXLAN(x); !errors.Is(err, links.ErrVNIInUse) {
+		if r, err = rc.ensureVXLAN(p.key, x); !errors.Is(err, links.ErrVNIInUse) {
 			break
 		}
 		log.Info("vni in use on this node, trying the link's next", "vni", x.VNI)

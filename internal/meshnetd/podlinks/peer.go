@@ -81,7 +81,7 @@ func (s peerServer) CreateRemoteEnd(ctx context.Context, req *meshnetv1.CreateRe
 	}
 	log := rc.log.With("pod", k.String(), "link", uid, "intf", l.LocalIntf)
 	unlock := rc.cfg.Locks.Lock(endKey(k, l.LocalIntf))
-	r, err := links.EnsureVXLAN(links.VXLAN{Node: rc.nodeNetns, End: self, VNI: vni, Local: rc.cfg.NodeIP, Remote: remote})
+	r, err := rc.ensureVXLAN(k, links.VXLAN{Node: rc.nodeNetns, End: self, VNI: vni, Local: rc.cfg.NodeIP, Remote: remote})
 	unlock()
 	if err != nil {
 		rc.settleEnds([]endMade{{pod: k, link: *l, err: err.Error()}})
@@ -140,7 +140,7 @@ func (s peerServer) DeleteRemoteEnd(ctx context.Context, req *meshnetv1.DeleteRe
 	case !ok, req.GetVni() != 0 && d.VNI != req.GetVni():
 		return &meshnetv1.DeleteRemoteEndResponse{}, nil
 	}
-	if err := links.Delete(ns, intf); err != nil {
+	if err := rc.deleteEnd(k, ns, intf); err != nil {
 		return nil, status.Errorf(codes.Internal, "pod %s: %v", k, err)
 	}
 	rc.log.Info("vxlan end removed for peer", "pod", k.String(), "link", req.GetEnd().GetUid(), "intf", intf, "vni", d.VNI)

@@ -46,6 +46,7 @@ import (
 	"github.com/meshnet/meshnet/internal/meshnetd/links"
 	"github.com/meshnet/meshnet/internal/meshnetd/linkwatch"
 	"github.com/meshnet/meshnet/internal/meshnetd/podstore"
+	"github.com/meshnet/meshnet/internal/meshnetd/underlay"
 )
 
 // Config is what a Reconciler needs from the daemon.
@@ -89,6 +90,11 @@ type Config struct {
 	// Client reads what Topologies and Pods do not hold (Nodes, objects
 	// not seen yet) and writes Topology status.
 	Client client.Client
+	// UnderlayGuard installs the node's underlay guard (internal/meshnetd/
+	// underlay): a VXLAN end's VNI is taken from its far end only, and the
+	// node forwards nothing to the links' ports. Off, anyone who reaches
+	// the node's VXLAN port can write into its links.
+	UnderlayGuard bool
 	// Log receives a record per change; nil discards them.
 	Log *slog.Logger
 }
@@ -99,6 +105,8 @@ type Reconciler struct {
 	log       *slog.Logger
 	nodeNetns *links.Netns
 	remote    RemoteEnds
+	// guard is the node's underlay guard; nil guards nothing.
+	guard *underlay.Guard
 	// watch follows the kernel state of the pods for WatchLinks.
 	watch *linkwatch.Watcher
 	// applying lets one ApplyPod at a time work on a pod.
@@ -169,6 +177,12 @@ func New(cfg Config) (*Reconciler, error) {
 		rc.remote = rc
 	}
 	rc.watch = linkwatch.New(linkwatch.Config{Pods: cfg.Store, Read: rc.snapshot, Log: rc.log})
+	if cfg.UnderlayGuard {
+		if err := rc.openGuard(); err != nil {
+			node.Close()
+			return nil, err
+		}
+	}
 	return rc, nil
 }
 
@@ -178,12 +192,14 @@ func New(cfg Config) (*Reconciler, error) {
 func (rc *Reconciler) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { rc.watch.Run(ctx) })
+	wg.Go(func() { rc.resyncGuard(ctx) })
 	rc.runQueues(ctx)
 	wg.Wait()
 }
 
-// Close releases the node namespace.
-func (rc *Reconciler) Close() error { return rc.nodeNetns.Close() }
+// Close releases the node namespace and the guard's socket; the guard's
+// table stays for the links, which outlive meshnetd.
+func (rc *Reconciler) Close() error { return errors.Join(rc.guard.Close(), rc.nodeNetns.Close()) }
 
 // CNIServer is the CNIService to serve on the unix socket.
 func (rc *Reconciler) CNIServer() meshnetv1.CNIServiceServer { return cniServer{rc: rc} }

@@ -260,13 +260,11 @@ func (rc *Reconciler) deleteLocalEnd(k podstore.Key, ns *links.Netns, l podstore
 	if peerLocal && l.Kind != v1beta1.LinkKindPhy && l.Kind != v1beta1.LinkKindMacvlan {
 		lockKeys = append(lockKeys, endKey(peerKey, l.PeerIntf))
 	}
-	if ns != nil {
-		unlock := rc.cfg.Locks.Lock(lockKeys...)
-		err := links.Delete(ns, l.LocalIntf)
-		unlock()
-		if err != nil {
-			return false, fmt.Errorf("link %d (%s): %w", l.UID, l.LocalIntf, err)
-		}
+	unlock := rc.cfg.Locks.Lock(lockKeys...)
+	err = rc.deleteEnd(k, ns, l.LocalIntf)
+	unlock()
+	if err != nil {
+		return false, fmt.Errorf("link %d (%s): %w", l.UID, l.LocalIntf, err)
 	}
 	remote = !peerLocal && (l.Kind == v1beta1.LinkKindVXLAN || l.Kind == "")
 	return remote, nil
@@ -326,7 +324,7 @@ func (rc *Reconciler) dropIfPeerGone(ctx context.Context, k podstore.Key, ns *li
 	if err != nil || !ok || (l.VNI != 0 && d.VNI != l.VNI) {
 		return false, err
 	}
-	if err := links.Delete(ns, l.LocalIntf); err != nil {
+	if err := rc.deleteEnd(k, ns, l.LocalIntf); err != nil {
 		return false, err
 	}
 	return true, rc.endWaits(k, l.UID, l.LocalIntf, d.VNI)
