@@ -231,9 +231,11 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.reorder_correlation) || has(self.reorder)",message="reorder_correlation needs reorder"
 // +kubebuilder:validation:XValidation:rule="!has(self.gap) || has(self.reorder)",message="gap needs reorder"
 type Netem struct {
-	// Delay added to every packet; more than 0 (leave it out for none).
+	// Delay added to every packet; more than 0 (leave it out for none), at
+	// most 1h (queued packets are kernel memory held that long).
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be more than 0s; leave delay out for none"
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('1h')",message="must be at most 1h, meshnet's cap (queued packets are kernel memory held that long)"
 	Delay *Duration `json:"delay,omitempty"`
 	// Jitter varies the delay by up to this much (at most 2.147483647s, the kernel's cap).
 	// +optional
@@ -268,10 +270,13 @@ type Netem struct {
 	// Rate limits the link's egress.
 	// +optional
 	Rate *Rate `json:"rate,omitempty"`
-	// Limit is netem's queue length in packets. Unset, meshnet sizes it for
-	// delay x rate; netem's own default of 1000 drops packets on long delays.
+	// Limit is netem's queue length in packets, at most 65536 (a queue is
+	// kernel memory charged to no pod: about 150 MiB of full-size frames at
+	// the cap). Unset, meshnet sizes it for delay x rate; netem's own
+	// default of 1000 drops packets on long delays.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65536
 	Limit *int32 `json:"limit,omitempty"`
 }
 

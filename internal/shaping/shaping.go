@@ -61,14 +61,24 @@ type Spec struct {
 // MaxJitter is the kernel's cap on jitter: it keeps it in an s32 of ns.
 const MaxJitter = time.Duration(math.MaxInt32)
 
+// meshnet's caps, for the kernel memory a link's queue may hold: packets
+// queued in a qdisc are the kernel's, charged to no pod. A queue holds at
+// most MaxLimit packets (about 150 MiB of full-size frames, 2.3 KiB each
+// with the kernel's overhead; a pod's offloaded sends, up to 64 KiB a
+// packet, can make it more), and each for at most MaxDelay plus jitter.
+const (
+	MaxDelay = time.Hour
+	MaxLimit = 1 << 16
+)
+
 // Limits of DefaultLimit.
 const (
 	// MinDefaultLimit is containerlab's netem limit; netem's own 1000
 	// packets drops at long delays or high rates.
 	MinDefaultLimit = 10000
-	// MaxDefaultLimit bounds what a large delay x rate may queue
-	// (~600 MB of full-size skbs).
-	MaxDefaultLimit = 1 << 18
+	// MaxDefaultLimit bounds what a large delay x rate may queue: the
+	// cap on any limit.
+	MaxDefaultLimit = MaxLimit
 	// defaultLineRate stands for the rate when Spec.RateBps is 0 (the
 	// link's own speed, unknown here), in bits/s.
 	defaultLineRate = 1e9
@@ -132,8 +142,14 @@ func (s Spec) Validate() error {
 			fail(p.name, "%v is not a percentage in 0..100", p.value)
 		}
 	}
-	if s.Delay < 0 {
+	switch {
+	case s.Delay < 0:
 		fail("Delay", "%v is negative", s.Delay)
+	case s.Delay > MaxDelay:
+		fail("Delay", "%v exceeds meshnet's cap of %v (queued packets are kernel memory held that long)", s.Delay, MaxDelay)
+	}
+	if s.Limit > MaxLimit {
+		fail("Limit", "%d exceeds meshnet's cap of %d packets (a queue is kernel memory charged to no pod)", s.Limit, MaxLimit)
 	}
 	switch {
 	case s.Jitter < 0:

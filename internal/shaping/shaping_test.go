@@ -40,6 +40,8 @@ func TestValidateNamesField(t *testing.T) {
 		{Spec{Delay: time.Second, Jitter: -1}, "Jitter", "negative"},
 		{Spec{Jitter: time.Millisecond}, "Jitter", "needs Delay"},
 		{Spec{Delay: 3 * time.Second, Jitter: MaxJitter + 1}, "Jitter", "cap"},
+		{Spec{Delay: MaxDelay + time.Nanosecond}, "Delay", "cap of 1h0m0s"},
+		{Spec{Limit: MaxLimit + 1}, "Limit", "cap of 65536"},
 		{Spec{Delay: time.Second, Distribution: DistributionNormal}, "Distribution", "needs Delay and Jitter"},
 		{Spec{Distribution: DistributionUniform}, "Distribution", "needs Delay and Jitter"},
 		{Spec{Delay: time.Second, Jitter: 1, Distribution: "gaussian"}, "Distribution", "unknown"},
@@ -83,7 +85,8 @@ func TestDefaultLimit(t *testing.T) {
 		{Spec{Delay: 10 * time.Millisecond}, MinDefaultLimit}, // 1 Gbit/s x 10 ms = 833 frames
 		// 2 x 100 ms x 1 Gbit/s / 12000 bit
 		{Spec{Delay: 100 * time.Millisecond}, 16667},
-		{Spec{Delay: 900 * time.Millisecond, Jitter: 100 * time.Millisecond, RateBps: 1_000_000_000}, 166667},
+		{Spec{Delay: 250 * time.Millisecond, Jitter: 50 * time.Millisecond, RateBps: 1_000_000_000}, 50000},
+		{Spec{Delay: 900 * time.Millisecond, Jitter: 100 * time.Millisecond, RateBps: 1_000_000_000}, MaxDefaultLimit}, // 166,667 capped
 		{Spec{Delay: 2 * time.Second, RateBps: 10_000_000}, MinDefaultLimit}, // 3334
 		{Spec{Delay: time.Second, RateBps: 100_000_000_000}, MaxDefaultLimit},
 	} {
