@@ -4,6 +4,7 @@ package deploy_test
 
 import (
 	"bytes"
+	"crypto/tls"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -633,7 +634,19 @@ func TestClusterControllerRunsAsItsServiceAccount(t *testing.T) {
 		}
 		return nil
 	})
-	waitFor(t, ctx, exited, &waitErr, "/metrics answers 200", func() error { return get200("http://" + metricsAddr + "/metrics") })
+	// /metrics is read as meshnetd's: a token for the audience meshnetd
+	// whose user may get /metrics (meshnet-metrics-reader).
+	metricsURL := "https://" + metricsAddr + "/metrics"
+	scraper, stranger := metricsTokens(t, env)
+	waitFor(t, ctx, exited, &waitErr, "/metrics answers 200 to a metrics reader", func() error { return getMetrics(metricsURL, scraper, http.StatusOK) })
+	for _, c := range []struct {
+		who, token string
+		want       int
+	}{{"without a token", "", http.StatusUnauthorized}, {"with the token of a user not allowed", stranger, http.StatusForbidden}} {
+		if err := getMetrics(metricsURL, c.token, c.want); err != nil {
+			t.Errorf("/metrics %s: %v", c.who, err)
+		}
+	}
 	// The relay filled its Secret and had the APIService trust its CA.
 	var sec corev1.Secret
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "meshnet-relay-tls"}, &sec); err != nil {
@@ -1041,6 +1054,60 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// metricsTokens are tokens for the audience meshnetd of a ServiceAccount
+// bound to meshnet-metrics-reader and of one bound to nothing.
+func metricsTokens(t *testing.T, env *clustertest.Env) (reader, stranger string) {
+	t.Helper()
+	ctx := context.Background()
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := func(name string) string {
+		if _, err := cs.CoreV1().ServiceAccounts(namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, auth.TokenRequest(time.Hour), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("token of ServiceAccount %s: %v", name, err)
+		}
+		return tr.Status.Token
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "scraper-reads-metrics"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "meshnet-metrics-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: "scraper"}},
+	}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return token("scraper"), token("no-metrics")
+}
+
+// getMetrics GETs url with token (none when empty), the server's
+// certificate unchecked (the controller's own, self-signed), and wants
+// status want.
+func getMetrics(url, token string, want int) error {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		return fmt.Errorf("%s: %.200s, want %d", resp.Status, bytes.TrimSpace(body), want)
+	}
+	return nil
 }
 
 func get200(url string) error {

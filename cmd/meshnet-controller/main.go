@@ -50,6 +50,7 @@ func run() error {
 	flag.DurationVar(&cfg.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew its Lease before it gives up leadership and exits")
 	flag.DurationVar(&cfg.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "how often replicas try to acquire or renew the Lease")
 	flag.StringVar(&cfg.MetricsAddr, "metrics-bind-address", ":8080", "address of the controller's /metrics; 0 disables it")
+	flag.BoolVar(&cfg.MetricsSecure, "metrics-secure", true, "serve /metrics over HTTPS (a self-signed certificate) to callers allowed to get the non-resource URL /metrics, as meshnetd's; false serves plain HTTP to anyone")
 	flag.StringVar(&cfg.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	flag.StringVar(&cfg.PprofAddr, "pprof-bind-address", "0", "address of net/http/pprof (/debug/pprof/); \"0\" (the default) serves none")
 	flag.StringVar(&cfg.Relay.Addr, "relay-bind-address", "0", "address of the aggregated API (APIService v1alpha1.meshnet.networkop.co.uk), which kubectl meshnet capture reaches through the API server (deploy/ serves it on :8443); \"0\" (the default) serves none")

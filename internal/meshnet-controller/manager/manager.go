@@ -13,7 +13,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/go-logr/logr"
+	gwruntime "github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/client-go/kubernetes"
@@ -61,6 +64,12 @@ type Config struct {
 	// MetricsAddr, ProbeAddr and PprofAddr are the manager's servers; "0"
 	// serves none.
 	MetricsAddr, ProbeAddr, PprofAddr string
+	// MetricsSecure serves /metrics over HTTPS (a certificate the manager
+	// makes) to callers the API server says may get the non-resource URL
+	// /metrics (TokenReview, SubjectAccessReview), as meshnetd serves its
+	// own: the metrics name every namespace's Topologies. Off, anyone who
+	// reaches the port reads them.
+	MetricsSecure bool
 	// Relay is the aggregated API; Relay.Addr "0" serves none.
 	Relay relay.Options
 
@@ -97,7 +106,7 @@ func Run(ctx context.Context, cfg Config) error {
 		// once the Lease expires: a LinkFault's edges are not held up. Safe
 		// as the process ends when the manager does.
 		LeaderElectionReleaseOnCancel: true,
-		Metrics:                       metricsserver.Options{BindAddress: cfg.MetricsAddr},
+		Metrics:                       metricsOptions(cfg),
 		HealthProbeBindAddress:        cfg.ProbeAddr,
 		PprofBindAddress:              cfg.PprofAddr,
 	})
@@ -162,3 +171,37 @@ func daemonTransport(ctx context.Context, cfg Config, mgr ctrl.Manager, restCfg 
 	}
 	return credentials.NewTLS(pki.ClientTLS(ca.Pool(), "")), nil
 }
+
+// metricsOptions serves /metrics as cfg says.
+func metricsOptions(cfg Config) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: cfg.MetricsAddr}
+	if cfg.MetricsSecure {
+		o.SecureServing = true
+		o.FilterProvider = metricsAccess
+	}
+	return o
+}
+
+// metricsAccess admits to /metrics whom meshnetd admits to its own
+// (internal/auth): a token for the audience meshnetd whose user may get
+// the non-resource URL /metrics. Others get 401 or 403 saying why.
+func metricsAccess(c *rest.Config, httpClient *http.Client) (metricsserver.Filter, error) {
+	kube, err := kubernetes.NewForConfigAndClient(c, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("metrics access: %w", err)
+	}
+	checker := auth.NewChecker(kube, metricsReviewTTL)
+	return func(_ logr.Logger, next http.Handler) (http.Handler, error) {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := checker.HTTP(r, auth.Access{Verb: "get", Path: "/metrics"}); err != nil {
+				http.Error(w, status.Convert(err).Message(), gwruntime.HTTPStatusFromCode(status.Code(err)))
+				return
+			}
+			next.ServeHTTP(w, r)
+		}), nil
+	}, nil
+}
+
+// metricsReviewTTL is how long a scraper's reviews are kept: a scrape
+// every 15 s costs the API server none.
+const metricsReviewTTL = 30 * time.Second
