@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
@@ -107,6 +108,9 @@ type Checker struct {
 	// bounds the calls with such a token whose requests are being read.
 	newTokens  *rate.Limiter
 	unverified *semaphore.Weighted
+	// unverifiedFor is how long an unverified call may hold its place
+	// (UnverifiedDeadline).
+	unverifiedFor time.Duration
 	// issuer tells the cluster's own tokens from made-up ones before any
 	// review; nil tells nothing.
 	issuer *Issuer
@@ -132,6 +136,19 @@ const (
 // of up to meshnetv1.MaxMessageBytes before its token is reviewed.
 const MaxUnverifiedCalls = 8
 
+// UnverifiedDeadline is how long a call with a new token may hold its
+// place among the unverified, from its headers until its request is read
+// and its token reviewed: a call that sends headers and no message is
+// ended then (Canceled), so that callers without a valid token hold the
+// places for seconds, not for as long as they keep a connection. The
+// largest message (meshnetv1.MaxMessageBytes, 12 MiB) arrives within it
+// at 10 Mbit/s.
+const UnverifiedDeadline = 10 * time.Second
+
+// errNoRequest ends a call that held its unverified place too long.
+var errNoRequest = status.Errorf(codes.DeadlineExceeded,
+	"no request within %v of the call's headers, and its token is not known valid", UnverifiedDeadline)
+
 // decision is a cached SubjectAccessReview answer: nil when allowed.
 type decision struct {
 	err     error
@@ -151,13 +168,14 @@ const maxCached = 4096
 // NewChecker returns a Checker using client for reviews.
 func NewChecker(client kubernetes.Interface, ttl time.Duration) *Checker {
 	return &Checker{
-		client:     client,
-		ttl:        ttl,
-		newTokens:  rate.NewLimiter(NewTokenReviews, NewTokenReviewBurst),
-		unverified: semaphore.NewWeighted(MaxUnverifiedCalls),
-		valid:      map[[32]byte]cached{},
-		rejected:   map[[32]byte]cached{},
-		decisions:  map[[32]byte]decision{},
+		client:        client,
+		ttl:           ttl,
+		newTokens:     rate.NewLimiter(NewTokenReviews, NewTokenReviewBurst),
+		unverified:    semaphore.NewWeighted(MaxUnverifiedCalls),
+		unverifiedFor: UnverifiedDeadline,
+		valid:         map[[32]byte]cached{},
+		rejected:      map[[32]byte]cached{},
+		decisions:     map[[32]byte]decision{},
 	}
 }
 
@@ -237,7 +255,27 @@ func (c *Checker) admit(ctx context.Context, token string) (context.Context, err
 		c.unverified.Release(1)
 		return ctx, errTooManyNewTokens
 	}
-	done := sync.OnceFunc(func() { c.unverified.Release(1) })
+	// The place is given back once, when the token is reviewed, the call
+	// ends, or the deadline passes first, which also ends the call.
+	var state atomic.Int32 // 0 pending, 1 reviewed or ended, 2 expired
+	release := func(to int32) bool {
+		if !state.CompareAndSwap(0, to) {
+			return false
+		}
+		c.unverified.Release(1)
+		return true
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	timer := time.AfterFunc(c.unverifiedFor, func() {
+		if release(2) {
+			cancel(errNoRequest)
+		}
+	})
+	done := func() {
+		if release(1) {
+			timer.Stop()
+		}
+	}
 	context.AfterFunc(ctx, done)
 	return context.WithValue(ctx, pacedKey{}, paced{done: done}), nil
 }
