@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshnet/meshnet/internal/meshnet-lab/kubecluster"
 	"github.com/meshnet/meshnet/internal/meshnetd/links"
+	"github.com/meshnet/meshnet/internal/meshnetd/podstore"
 	"github.com/meshnet/meshnet/internal/meshnetd/underlay"
 )
 
@@ -117,9 +118,15 @@ func underlayKeepsToLinkEnds(t *testing.T, c *kubecluster.Cluster, ns string) {
 		return false
 	}
 
-	// As the far end's node the datagram is the link's own: r1 learns the
-	// sender. It proves the datagram would do harm from anyone.
-	if out, err := exec.Command("nsenter", append([]string{"--net=" + nodeB.Netns, "--", tool}, args("12.12.12.97")...)...).CombinedOutput(); err != nil {
+	// As the far end (node B, from the source port its meshnetd pinned
+	// r2's end to) the datagram is the link's own: r1 learns the sender.
+	// It proves the datagram would do harm from anyone.
+	sport := recordedLink(t, nodeB, ns, "r2", 1).SrcPort
+	if sport == 0 {
+		t.Fatalf("r2's end has no source port of its own")
+	}
+	control := append(args("12.12.12.97"), "-sport", strconv.Itoa(int(sport)))
+	if out, err := exec.Command("nsenter", append([]string{"--net=" + nodeB.Netns, "--", tool}, control...)...).CombinedOutput(); err != nil {
 		t.Fatalf("vxlansend as node %s: %v\n%s", nodeB.Name, err, out)
 	}
 	if !eventually(func() bool { return learned("12.12.12.97") }) {
@@ -147,5 +154,86 @@ func underlayKeepsToLinkEnds(t *testing.T, c *kubecluster.Cluster, ns string) {
 	ping(t, c, ns, "r1", "12.12.12.2")
 	t.Logf("vni %s: the far end's datagram reached r1; the same from an unprivileged pod on %s and on %s did not (drops: %s %v, %s %v)",
 		vni, nodeA.Name, nodeB.Name, nodeA.Name, dropped(nodeA), nodeB.Name, dropped(nodeB))
+
+	// A router of the intruder's, with NET_ADMIN (not privileged) and a
+	// VXLAN link of its own from node A to node B, re-points its end: an
+	// FDB entry with the victims' VNI to node B, which its node's socket
+	// sends from node A's address. Node B tells it from r1's end by the
+	// source port, and r2 learns nothing.
+	applyManifest(t, c, intruders, netAdminRouters(nodeA.Name, nodeB.Name))
+	waitRunning(t, c, intruders, "x1", "x2")
+	ping(t, c, intruders, "x1", "12.12.12.96")
+	beforeB = dropped(nodeB)
+	kubectl(t, c, "-n", intruders, "exec", "x1", "--", "bridge", "fdb", "append", "00:00:00:00:00:00", "dev", "eth1", "dst", nodeB.IP.String(), "vni", vni)
+	// Broadcast ARP requests for a free address go to every FDB entry.
+	c.Kubectl(ctx, "-n", intruders, "exec", "x1", "--", "ping", "-c", "2", "-W", "1", "12.12.12.90")
+	if !eventually(func() bool { return dropped(nodeB)[underlay.NotFarEndsPort] > beforeB[underlay.NotFarEndsPort] }) {
+		t.Errorf("drops on node %s: %v (were %v), want the re-pointed end's as %s", nodeB.Name, dropped(nodeB), beforeB, underlay.NotFarEndsPort)
+	}
+	out := kubectl(t, c, "-n", ns, "exec", "r2", "--", "ip", "neigh", "show", "12.12.12.95", "dev", "eth1")
+	if strings.Contains(out, "lladdr") {
+		t.Errorf("r2 learned x1 (12.12.12.95) from its re-pointed end: %s", out)
+	}
+	ping(t, c, ns, "r2", "12.12.12.1")
+	t.Logf("x1's end re-pointed to vni %s: dropped by node %s (%v); r2 learned nothing", vni, nodeB.Name, dropped(nodeB))
 	kubectl(t, c, "delete", "namespace", intruders, "--wait=false")
+}
+
+// recordedLink is link uid of pod ns/name as its node's meshnetd recorded
+// it (the pod store under the node's /var/lib/meshnet).
+func recordedLink(t *testing.T, n *kubecluster.Node, ns, name string, uid int) podstore.Link {
+	t.Helper()
+	store, err := podstore.Open(filepath.Join(n.Dir, "meshnet", "lib", "pods"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, ok := store.Get(podstore.Key{Namespace: ns, Name: name})
+	if !ok {
+		t.Fatalf("node %s has no record of %s/%s", n.Name, ns, name)
+	}
+	for _, l := range rec.Links {
+		if l.UID == uid {
+			return l
+		}
+	}
+	t.Fatalf("node %s's record of %s/%s has no link %d", n.Name, ns, name, uid)
+	return podstore.Link{}
+}
+
+// netAdminRouters are two routers with NET_ADMIN and NET_RAW (not
+// privileged), x1 on nodeA and x2 on nodeB, linked by eth1.
+func netAdminRouters(nodeA, nodeB string) string {
+	var b strings.Builder
+	for _, r := range []struct{ name, peer, ip, node string }{{"x1", "x2", "12.12.12.95/24", nodeA}, {"x2", "x1", "12.12.12.96/24", nodeB}} {
+		fmt.Fprintf(&b, `apiVersion: networkop.co.uk/v1beta1
+kind: Topology
+metadata:
+  name: %[1]s
+spec:
+  links:
+  - uid: 1
+    peer_pod: %[2]s
+    local_intf: eth1
+    local_ip: %[3]s
+    peer_intf: eth1
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: %[1]s
+spec:
+  nodeName: %[4]s
+  containers:
+  # The lab's Linux host image: iproute2's bridge, which the router
+  # image's busybox lacks.
+  - image: wbitt/network-multitool
+    name: pod
+    command: ["/bin/sh", "-c", "sleep 2000000000000"]
+    securityContext:
+      capabilities:
+        add: [NET_ADMIN, NET_RAW]
+---
+`, r.name, r.peer, r.ip, r.node)
+	}
+	return b.String()
 }

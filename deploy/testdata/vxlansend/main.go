@@ -21,14 +21,15 @@ func main() {
 	sender := flag.String("sender", "", "the ARP sender's IPv4 address")
 	target := flag.String("target", "", "the IPv4 address asked for")
 	mac := flag.String("mac", "02:00:00:00:0b:ad", "the ARP sender's MAC")
+	sport := flag.Uint("sport", 0, "the UDP source port; 0 lets the kernel choose")
 	flag.Parse()
-	if err := send(*to, uint32(*vni), *sender, *target, *mac); err != nil {
+	if err := send(*to, uint32(*vni), *sender, *target, *mac, uint16(*sport)); err != nil {
 		fmt.Fprintln(os.Stderr, "vxlansend:", err)
 		os.Exit(1)
 	}
 }
 
-func send(to string, vni uint32, sender, target, mac string) error {
+func send(to string, vni uint32, sender, target, mac string, sport uint16) error {
 	dst, err := netip.ParseAddrPort(to)
 	if err != nil {
 		return fmt.Errorf("-to: %w", err)
@@ -59,7 +60,11 @@ func send(to string, vni uint32, sender, target, mac string) error {
 	pkt = append(pkt, spa.AsSlice()...)
 	pkt = append(pkt, 0, 0, 0, 0, 0, 0)
 	pkt = append(pkt, tpa.AsSlice()...)
-	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(dst))
+	var local *net.UDPAddr
+	if sport != 0 {
+		local = &net.UDPAddr{Port: int(sport)}
+	}
+	c, err := net.DialUDP("udp", local, net.UDPAddrFromAddrPort(dst))
 	if err != nil {
 		return err
 	}

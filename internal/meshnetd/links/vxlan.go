@@ -36,6 +36,12 @@ type VXLAN struct {
 	Remote netip.Addr
 	// Port is the UDP port; 0 means v1beta1.DefaultVXLANPort.
 	Port uint16
+	// SrcPort pins the UDP source port of the end's datagrams, whatever
+	// VNI or destination a pod with NET_ADMIN gives them (the kernel keeps
+	// a device's source port range, and refuses to change it): the far
+	// end's node tells this end's datagrams by it. 0 leaves the kernel's
+	// range. At most 65534.
+	SrcPort uint16
 }
 
 func (x VXLAN) String() string {
@@ -100,6 +106,9 @@ func ensureVXLAN(x VXLAN) (Result, error) {
 	if !x.Remote.IsValid() {
 		return 0, errors.New("no remote vtep")
 	}
+	if x.SrcPort == 65535 {
+		return 0, errors.New("source port 65535 leaves no range (at most 65534)")
+	}
 	x.Remote = x.Remote.Unmap()
 	if x.Port == 0 {
 		x.Port = v1beta1.DefaultVXLANPort
@@ -150,6 +159,7 @@ func ensureVXLAN(x VXLAN) (Result, error) {
 		Port:         int(x.Port),
 		Learning:     false,
 	}
+	dev.PortLow, dev.PortHigh = x.srcPortRange()
 	if err := x.Node.h.LinkAdd(dev); err != nil {
 		if errors.Is(err, unix.EEXIST) {
 			// The name was free a moment ago, so the kernel's other
@@ -247,12 +257,23 @@ func (x VXLAN) matches(l netlink.Link, parent netlink.Link) (bool, error) {
 	if !ok {
 		return false, nil
 	}
-	if uint32(v.VxlanId) != x.VNI || v.Port != int(x.Port) || v.Learning ||
+	low, high := x.srcPortRange()
+	if uint32(v.VxlanId) != x.VNI || v.Port != int(x.Port) || v.Learning || v.PortLow != low || v.PortHigh != high ||
 		v.VtepDevIndex != parent.Attrs().Index ||
 		!v.Group.Equal(x.Remote.AsSlice()) || !v.SrcAddr.Equal(x.Local.AsSlice()) {
 		return false, nil
 	}
 	return x.End.NS.holdsLinkNet(l, x.Node)
+}
+
+// srcPortRange is the device's source port range: [SrcPort, SrcPort+1),
+// which the kernel maps every flow to SrcPort with (a range of one port,
+// low equal to high, means its default range instead).
+func (x VXLAN) srcPortRange() (low, high int) {
+	if x.SrcPort == 0 {
+		return 0, 0
+	}
+	return int(x.SrcPort), int(x.SrcPort) + 1
 }
 
 // VXLANDevice is a vxlan device found by ListVXLANs.

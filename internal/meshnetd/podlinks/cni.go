@@ -235,10 +235,17 @@ func (rc *Reconciler) createRemoteEnds(ctx context.Context, k podstore.Key, remo
 		wg.Go(func() {
 			defer func() { <-slots }()
 			res := r.result
+			var resp *meshnetv1.CreateRemoteEndResponse
 			err := rc.callPeer(ctx, r.peerIP, peerCallTimeout, func(ctx context.Context, c meshnetv1.PeerServiceClient) error {
-				_, err := c.CreateRemoteEnd(ctx, r.remote)
+				var err error
+				resp, err = c.CreateRemoteEnd(ctx, r.remote)
 				return err
 			})
+			if err == nil {
+				if lerr := rc.learnFarPort(k, r.record, uint16(resp.GetLink().GetVxlan().GetSrcPort())); lerr != nil {
+					rc.log.Warn("far end's source port not admitted", "pod", k.String(), "link", res.Uid, "error", lerr)
+				}
+			}
 			mu.Lock()
 			owed[int(res.Uid)] = err != nil
 			mu.Unlock()

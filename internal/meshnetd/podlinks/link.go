@@ -148,12 +148,12 @@ func (rc *Reconciler) wirePhy(p pod, l v1beta1.Link, self links.End, res *meshne
 	}
 	x := links.VXLAN{Node: rc.nodeNetns, End: self, VNI: uint32(o.VNI), Local: rc.cfg.NodeIP, Remote: remote, Port: udpPort(o)}
 	unlock := rc.cfg.Locks.Lock(endKey(p.key, l.LocalIntf))
-	r, err := rc.ensureVXLAN(p.key, x)
+	r, srcPort, err := rc.ensureVXLAN(p.key, x, 0)
 	unlock()
 	if err != nil {
 		return wired{}, fmt.Errorf("link %d: %w", l.UID, err)
 	}
-	rec.VNI, rec.PeerNodeIP, rec.UDPPort = uint32(o.VNI), remote.String(), x.Port
+	rec.VNI, rec.PeerNodeIP, rec.UDPPort, rec.SrcPort = uint32(o.VNI), remote.String(), x.Port, srcPort
 	log.Info("physical peer wired", "result", r, "vni", o.VNI, "remote_vtep", remote)
 	res.Kind, res.Phase = rec.Kind.Proto(), meshnetv1.LinkPhase_LINK_PHASE_READY
 	return wired{result: res, record: rec, ends: []endMade{{pod: p.key, link: l}}}, nil
@@ -177,18 +177,25 @@ func (rc *Reconciler) wireMacvlan(p pod, l v1beta1.Link, self links.End, res *me
 // caller then asks the peer's node for its end with that VNI (remote).
 func (rc *Reconciler) wireVXLAN(p pod, l v1beta1.Link, self links.End, peerNode string, peerIP netip.Addr, res *meshnetv1.LinkResult, rec podstore.Link, log *slog.Logger) (wired, error) {
 	vnis := links.VNIs(p.key.Namespace, p.key.Name, l.PeerPod, l.UID)
-	if prev := rc.recordedVNI(p.key, l.UID); prev != 0 {
-		if i := slices.Index(vnis, prev); i > 0 {
-			vnis[0], vnis[i] = vnis[i], vnis[0]
-		}
+	prev := rc.recordedVXLAN(p.key, l.UID)
+	if i := slices.Index(vnis, prev.VNI); i > 0 {
+		vnis[0], vnis[i] = vnis[i], vnis[0]
 	}
 	res.Kind = meshnetv1.LinkKind_LINK_KIND_VXLAN
 	x := links.VXLAN{Node: rc.nodeNetns, End: self, Local: rc.cfg.NodeIP, Remote: peerIP}
 	unlock := rc.cfg.Locks.Lock(endKey(p.key, l.LocalIntf))
-	var r links.Result
-	var err error
+	var (
+		r                links.Result
+		srcPort, farPort uint16
+		err              error
+	)
 	for _, x.VNI = range vnis {
-		if r, err = rc.ensureVXLAN(p.key, x); !errors.Is(err, links.ErrVNIInUse) {
+		// The far end's port, as its node told, while it is the same far end.
+		farPort = 0
+		if prev.VNI == x.VNI && prev.PeerNodeIP == peerIP.String() {
+			farPort = prev.PeerSrcPort
+		}
+		if r, srcPort, err = rc.ensureVXLAN(p.key, x, farPort); !errors.Is(err, links.ErrVNIInUse) {
 			break
 		}
 		log.Info("vni in use on this node, trying the link's next", "vni", x.VNI)
@@ -198,19 +205,20 @@ func (rc *Reconciler) wireVXLAN(p pod, l v1beta1.Link, self links.End, peerNode 
 		return wired{}, fmt.Errorf("link %d: %w", l.UID, err)
 	}
 	vni := x.VNI
-	rec.Kind, rec.VNI, rec.PeerNodeIP = v1beta1.LinkKindVXLAN, vni, peerIP.String()
-	log.Info("vxlan end wired", "result", r, "vni", vni, "remote_vtep", peerIP, "peer_node", peerNode)
-	return wired{result: res, record: rec, remote: rc.remoteEnd(p.key, l, vni, peerIP), peerIP: peerIP, ends: []endMade{{pod: p.key, link: l}}}, nil
+	rec.Kind, rec.VNI, rec.PeerNodeIP, rec.SrcPort, rec.PeerSrcPort = v1beta1.LinkKindVXLAN, vni, peerIP.String(), srcPort, farPort
+	log.Info("vxlan end wired", "result", r, "vni", vni, "remote_vtep", peerIP, "peer_node", peerNode, "src_port", srcPort)
+	return wired{result: res, record: rec, remote: rc.remoteEnd(p.key, l, vni, peerIP, srcPort), peerIP: peerIP, ends: []endMade{{pod: p.key, link: l}}}, nil
 }
 
 // remoteEnd is the request for the peer's end of VXLAN link l of pod k,
 // whose end here has vni, to the peer's node at peerIP.
-func (rc *Reconciler) remoteEnd(k podstore.Key, l v1beta1.Link, vni uint32, peerIP netip.Addr) *meshnetv1.CreateRemoteEndRequest {
+func (rc *Reconciler) remoteEnd(k podstore.Key, l v1beta1.Link, vni uint32, peerIP netip.Addr, srcPort uint16) *meshnetv1.CreateRemoteEndRequest {
 	req := &meshnetv1.CreateRemoteEndRequest{
 		End:  &meshnetv1.LinkEnd{Pod: &meshnetv1.PodRef{Namespace: k.Namespace, Name: l.PeerPod}, Interface: l.PeerIntf, Uid: uint32(l.UID)},
 		Peer: &meshnetv1.LinkEnd{Pod: &meshnetv1.PodRef{Namespace: k.Namespace, Name: k.Name}, Interface: l.LocalIntf, Uid: uint32(l.UID)},
 		Vxlan: &meshnetv1.Vxlan{
 			Vni: vni, LocalVtep: peerIP.String(), RemoteVtep: rc.cfg.NodeIP.String(), UdpPort: v1beta1.DefaultVXLANPort,
+			RemoteSrcPort: uint32(srcPort),
 		},
 		Ip: l.PeerIP,
 	}
@@ -220,18 +228,19 @@ func (rc *Reconciler) remoteEnd(k podstore.Key, l v1beta1.Link, vni uint32, peer
 	return req
 }
 
-// recordedVNI is the VNI this node gave link uid of pod k, 0 for none.
-func (rc *Reconciler) recordedVNI(k podstore.Key, uid int) uint32 {
+// recordedVXLAN is link uid of pod k as recorded when this node made it a
+// VXLAN (its VNI, far end and far end's port); zero for none.
+func (rc *Reconciler) recordedVXLAN(k podstore.Key, uid int) podstore.Link {
 	rec, ok := rc.cfg.Store.Get(k)
 	if !ok {
-		return 0
+		return podstore.Link{}
 	}
 	for _, l := range rec.Links {
 		if l.UID == uid && l.Kind == v1beta1.LinkKindVXLAN {
-			return l.VNI
+			return l
 		}
 	}
-	return 0
+	return podstore.Link{}
 }
 
 // wireVeth makes a veth to a pod already recorded on this node, with the

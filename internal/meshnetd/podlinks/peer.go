@@ -56,6 +56,10 @@ func (s peerServer) CreateRemoteEnd(ctx context.Context, req *meshnetv1.CreateRe
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "remote_vtep %q: %v", req.GetVxlan().GetRemoteVtep(), err)
 	}
+	farPort := req.GetVxlan().GetRemoteSrcPort()
+	if farPort > maxSrcPort {
+		return nil, status.Errorf(codes.InvalidArgument, "vxlan.remote_src_port: %d is past %d", farPort, maxSrcPort)
+	}
 	if remote == rc.cfg.NodeIP {
 		return nil, status.Errorf(codes.InvalidArgument, "remote_vtep %s is this node's own IP", remote)
 	}
@@ -81,7 +85,7 @@ func (s peerServer) CreateRemoteEnd(ctx context.Context, req *meshnetv1.CreateRe
 	}
 	log := rc.log.With("pod", k.String(), "link", uid, "intf", l.LocalIntf)
 	unlock := rc.cfg.Locks.Lock(endKey(k, l.LocalIntf))
-	r, err := rc.ensureVXLAN(k, links.VXLAN{Node: rc.nodeNetns, End: self, VNI: vni, Local: rc.cfg.NodeIP, Remote: remote})
+	r, srcPort, err := rc.ensureVXLAN(k, links.VXLAN{Node: rc.nodeNetns, End: self, VNI: vni, Local: rc.cfg.NodeIP, Remote: remote}, uint16(farPort))
 	unlock()
 	if err != nil {
 		rc.settleEnds([]endMade{{pod: k, link: *l, err: err.Error()}})
@@ -92,7 +96,7 @@ func (s peerServer) CreateRemoteEnd(ctx context.Context, req *meshnetv1.CreateRe
 		}
 		return nil, status.Errorf(code, "pod %s link %d: %v", k, uid, err)
 	}
-	log.Info("vxlan end wired for peer", "result", r, "vni", vni, "remote_vtep", remote, "peer", peer.GetName())
+	log.Info("vxlan end wired for peer", "result", r, "vni", vni, "remote_vtep", remote, "peer", peer.GetName(), "src_port", srcPort, "peer_src_port", farPort)
 	var lastErr string
 	if err := rc.settleEnds([]endMade{{pod: k, link: *l}})[k][l.LocalIntf]; err != nil {
 		lastErr = err.Error()
@@ -102,6 +106,7 @@ func (s peerServer) CreateRemoteEnd(ctx context.Context, req *meshnetv1.CreateRe
 			if p.Links[i].UID == uid {
 				// The far end is this one: no longer owed.
 				p.Links[i].Kind, p.Links[i].VNI, p.Links[i].PeerNodeIP, p.Links[i].FarEndOwed = v1beta1.LinkKindVXLAN, vni, remote.String(), false
+				p.Links[i].SrcPort, p.Links[i].PeerSrcPort = srcPort, uint16(farPort)
 			}
 		}
 	}); err != nil {
@@ -111,7 +116,9 @@ func (s peerServer) CreateRemoteEnd(ctx context.Context, req *meshnetv1.CreateRe
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "pod %s: %v", k, err)
 	}
-	return &meshnetv1.CreateRemoteEndResponse{Link: rc.linkStatus(k, *l, v1beta1.LinkKindVXLAN, st, vni, remote, lastErr)}, nil
+	ls := rc.linkStatus(k, *l, v1beta1.LinkKindVXLAN, st, vni, remote, lastErr)
+	ls.Vxlan.SrcPort, ls.Vxlan.RemoteSrcPort = uint32(srcPort), farPort
+	return &meshnetv1.CreateRemoteEndResponse{Link: ls}, nil
 }
 
 // DeleteRemoteEnd removes this node's end of a link whose other end went

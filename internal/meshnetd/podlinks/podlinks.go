@@ -107,6 +107,8 @@ type Reconciler struct {
 	remote    RemoteEnds
 	// guard is the node's underlay guard; nil guards nothing.
 	guard *underlay.Guard
+	// srcPorts are the source ports of the node's VXLAN ends.
+	srcPorts *srcPorts
 	// watch follows the kernel state of the pods for WatchLinks.
 	watch *linkwatch.Watcher
 	// applying lets one ApplyPod at a time work on a pod.
@@ -177,6 +179,14 @@ func New(cfg Config) (*Reconciler, error) {
 		rc.remote = rc
 	}
 	rc.watch = linkwatch.New(linkwatch.Config{Pods: cfg.Store, Read: rc.snapshot, Log: rc.log})
+	rc.srcPorts = newSrcPorts()
+	for _, p := range cfg.Store.List() {
+		for _, l := range p.Links {
+			if l.SrcPort != 0 {
+				rc.srcPorts.keep(guardOwner(p.Key(), l.LocalIntf), l.SrcPort)
+			}
+		}
+	}
 	if cfg.UnderlayGuard {
 		if err := rc.openGuard(); err != nil {
 			node.Close()

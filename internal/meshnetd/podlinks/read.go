@@ -210,7 +210,8 @@ func (rc *Reconciler) baseStatus(p podstore.Pod, l podstore.Link) *meshnetv1.Lin
 		if l.UDPPort != 0 {
 			port = uint32(l.UDPPort)
 		}
-		ls.Vxlan = &meshnetv1.Vxlan{Vni: l.VNI, LocalVtep: rc.localVTEP(), RemoteVtep: l.PeerNodeIP, UdpPort: port}
+		ls.Vxlan = &meshnetv1.Vxlan{Vni: l.VNI, LocalVtep: rc.localVTEP(), RemoteVtep: l.PeerNodeIP, UdpPort: port,
+			SrcPort: uint32(l.SrcPort), RemoteSrcPort: uint32(l.PeerSrcPort)}
 	}
 	return ls
 }

@@ -345,7 +345,8 @@ func (rc *Reconciler) owedFarEnds(k podstore.Key, rec podstore.Pod, owed []v1bet
 		log.Info("far end not made by its node yet: asking again", "link", l.UID, "intf", l.LocalIntf, "peer", l.PeerPod, "peer_node_ip", peerIP)
 		out = append(out, wired{
 			result: &meshnetv1.LinkResult{Interface: l.LocalIntf, Uid: uint32(l.UID), Kind: meshnetv1.LinkKind_LINK_KIND_VXLAN},
-			remote: rc.remoteEnd(k, l, rec.Links[i].VNI, peerIP), peerIP: peerIP,
+			record: rec.Links[i],
+			remote: rc.remoteEnd(k, l, rec.Links[i].VNI, peerIP, rec.Links[i].SrcPort), peerIP: peerIP,
 		})
 	}
 	return out

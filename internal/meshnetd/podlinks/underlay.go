@@ -3,7 +3,9 @@ package podlinks
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
@@ -30,16 +32,15 @@ func guardOwner(k podstore.Key, intf string) string {
 	return k.Namespace + "/" + k.Name + "/" + intf
 }
 
-// ensureVXLAN makes VXLAN end x of pod k, its far end admitted by the
-// underlay guard first: its first frames pass, nobody else's do.
-func (rc *Reconciler) ensureVXLAN(k podstore.Key, x links.VXLAN) (links.Result, error) {
+// ensureVXLAN makes VXLAN end x of pod k, sending from a source port of
+// its own, which it returns; its far end, sending from farPort (0: not
+// known, any), is admitted by the underlay guard first: its first frames
+// pass, nobody else's do.
+func (rc *Reconciler) ensureVXLAN(k podstore.Key, x links.VXLAN, farPort uint16) (links.Result, uint16, error) {
 	owner := guardOwner(k, x.End.Name)
-	port := x.Port
-	if port == 0 {
-		port = v1beta1.DefaultVXLANPort
-	}
-	if err := rc.guard.Admit(owner, underlay.Tunnel{Remote: x.Remote, Port: port, VNI: x.VNI}); err != nil {
-		return 0, err
+	x.SrcPort = rc.srcPorts.get(owner)
+	if err := rc.guard.Admit(owner, tunnel(x.Remote, x.Port, x.VNI, farPort)); err != nil {
+		return 0, 0, err
 	}
 	r, err := links.EnsureVXLAN(x)
 	if err != nil {
@@ -48,8 +49,103 @@ func (rc *Reconciler) ensureVXLAN(k podstore.Key, x links.VXLAN) (links.Result, 
 		if rerr := rc.guard.Release(owner); rerr != nil {
 			rc.log.Warn("underlay guard entry not released", "pod", k.String(), "intf", x.End.Name, "error", rerr)
 		}
+		return 0, 0, err
 	}
-	return r, err
+	return r, x.SrcPort, nil
+}
+
+// tunnel is the guard's entry for a far end at remote sending from
+// srcPort (0: any) to port (0: the default) with vni.
+func tunnel(remote netip.Addr, port uint16, vni uint32, srcPort uint16) underlay.Tunnel {
+	if port == 0 {
+		port = v1beta1.DefaultVXLANPort
+	}
+	return underlay.Tunnel{Remote: remote, Port: port, VNI: vni, SrcPort: srcPort}
+}
+
+// learnFarPort admits, for pod k's VXLAN end l, its far end's source port
+// as the far end's node told it, and records it.
+func (rc *Reconciler) learnFarPort(k podstore.Key, l podstore.Link, port uint16) error {
+	remote, err := netip.ParseAddr(l.PeerNodeIP)
+	if port == 0 || err != nil || l.PeerSrcPort == port {
+		return nil
+	}
+	if err := rc.guard.Admit(guardOwner(k, l.LocalIntf), tunnel(remote, l.UDPPort, l.VNI, port)); err != nil {
+		return err
+	}
+	return rc.updateRecord(k, func(p *podstore.Pod) {
+		for i := range p.Links {
+			if p.Links[i].UID == l.UID && p.Links[i].VNI == l.VNI {
+				p.Links[i].PeerSrcPort = port
+			}
+		}
+	})
+}
+
+// The node's VXLAN ends take their source ports in [minSrcPort,
+// maxSrcPort]: 32,767 ends a node pinned, the rest left the kernel's
+// range (and told from other ends by address only).
+const (
+	minSrcPort = 32768
+	maxSrcPort = 65534
+)
+
+// srcPorts gives each VXLAN end of the node, by guard owner, a source
+// port no other end of the node has. It is safe for concurrent use.
+type srcPorts struct {
+	mu    sync.Mutex
+	owner map[string]uint16
+	used  map[uint16]string
+}
+
+func newSrcPorts() *srcPorts {
+	return &srcPorts{owner: map[string]uint16{}, used: map[uint16]string{}}
+}
+
+// get is owner's port: the one it has, else the first free from a start
+// its name picks (so a name keeps its port across restarts when free); 0
+// when every port is taken.
+func (s *srcPorts) get(owner string) uint16 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p, ok := s.owner[owner]; ok {
+		return p
+	}
+	h := fnv.New32a()
+	h.Write([]byte(owner))
+	span := uint32(maxSrcPort - minSrcPort + 1)
+	start := h.Sum32() % span
+	for i := range span {
+		p := uint16(minSrcPort + (start+i)%span)
+		if _, taken := s.used[p]; !taken {
+			s.owner[owner], s.used[p] = p, owner
+			return p
+		}
+	}
+	return 0
+}
+
+// keep gives owner port, as a record says it had, unless another has it.
+func (s *srcPorts) keep(owner string, port uint16) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, taken := s.used[port]; taken || port < minSrcPort || port > maxSrcPort {
+		return
+	}
+	if old, ok := s.owner[owner]; ok {
+		delete(s.used, old)
+	}
+	s.owner[owner], s.used[port] = port, owner
+}
+
+// release frees owner's port.
+func (s *srcPorts) release(owner string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p, ok := s.owner[owner]; ok {
+		delete(s.owner, owner)
+		delete(s.used, p)
+	}
 }
 
 // deleteEnd removes pod k's end intf (none, when ns is nil: the namespace
@@ -60,7 +156,9 @@ func (rc *Reconciler) deleteEnd(k podstore.Key, ns *links.Netns, intf string) er
 			return err
 		}
 	}
-	if err := rc.guard.Release(guardOwner(k, intf)); err != nil {
+	owner := guardOwner(k, intf)
+	rc.srcPorts.release(owner)
+	if err := rc.guard.Release(owner); err != nil {
 		rc.log.Warn("underlay guard entry not released", "pod", k.String(), "intf", intf, "error", err)
 	}
 	return nil
@@ -79,11 +177,7 @@ func (rc *Reconciler) underlayTunnels() map[string]underlay.Tunnel {
 			if err != nil {
 				continue
 			}
-			port := l.UDPPort
-			if port == 0 {
-				port = v1beta1.DefaultVXLANPort
-			}
-			out[guardOwner(p.Key(), l.LocalIntf)] = underlay.Tunnel{Remote: remote, Port: port, VNI: l.VNI}
+			out[guardOwner(p.Key(), l.LocalIntf)] = tunnel(remote, l.UDPPort, l.VNI, l.PeerSrcPort)
 		}
 	}
 	return out

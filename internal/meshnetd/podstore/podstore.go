@@ -58,6 +58,12 @@ type Link struct {
 	VNI        uint32 `json:"vni,omitempty"`
 	// UDPPort is a physical peer's VXLAN port; 0 means v1beta1.DefaultVXLANPort.
 	UDPPort uint16 `json:"udp_port,omitempty"`
+	// SrcPort is the UDP source port this node pinned this VXLAN end's
+	// datagrams to (links.VXLAN.SrcPort); 0 for none.
+	SrcPort uint16 `json:"src_port,omitempty"`
+	// PeerSrcPort is the far end's, as its node told it: the only port the
+	// underlay guard admits its datagrams from (0: not known yet, any).
+	PeerSrcPort uint16 `json:"peer_src_port,omitempty"`
 	// FarEndOwed is set on a VXLAN link whose far end the peer's node has not
 	// made when asked (it did not answer, or did not know the peer yet):
 	// the pod's next sync asks again, as nothing else would.

@@ -17,7 +17,7 @@ func NewCollector(g *Guard) *Collector {
 	return &Collector{
 		g: g,
 		desc: prometheus.NewDesc("meshnet_underlay_dropped_packets_total",
-			"VXLAN datagrams the node's underlay guard dropped: not from the link's far end (not-far-end), from its address on an interface the node does not route it through (spoofed), or forwarded by the node to the links' port (forwarded).",
+			"VXLAN datagrams the node's underlay guard dropped: not from the link's far end (not-far-end), from its address on an interface the node does not route it through (spoofed), from the far end's node but not the far end's own source port (not-far-ends-port), or forwarded by the node to the links' port (forwarded).",
 			[]string{"reason"}, nil),
 		err: prometheus.NewDesc("meshnet_underlay_guard_unreadable",
 			"1 when the underlay guard's counters could not be read at this scrape (meshnetd's table is missing or the kernel refused).", nil, nil),

@@ -13,6 +13,10 @@
 //   - drops one that arrives on an interface other than the one the node
 //     routes that source through (strict reverse path), so a pod of the
 //     node cannot pass for a peer node;
+//   - drops one from the far end's node but not from the far end's own
+//     UDP source port, when the far end has one (Tunnel.SrcPort): another
+//     end of that node, re-pointed by a pod with NET_ADMIN, sends from the
+//     node's address too, but from its own port;
 //
 // and drops every datagram to the links' ports that the node forwards, so
 // that a pod cannot send to another node as its own node. Datagrams of
@@ -44,14 +48,20 @@ import (
 const TableName = "meshnet"
 
 // Tunnel is the underlay of one VXLAN end: datagrams to Port with VNI
-// come from Remote only.
+// come from Remote only, and from its UDP port SrcPort when that is not 0
+// (the far end's own, which meshnetd pins: another end of the far end's
+// node, re-pointed by a pod with NET_ADMIN, sends from its own).
 type Tunnel struct {
-	Remote netip.Addr
-	Port   uint16
-	VNI    uint32
+	Remote  netip.Addr
+	Port    uint16
+	VNI     uint32
+	SrcPort uint16
 }
 
 func (t Tunnel) String() string {
+	if t.SrcPort != 0 {
+		return fmt.Sprintf("vni %d port %d from %s port %d", t.VNI, t.Port, t.Remote, t.SrcPort)
+	}
 	return fmt.Sprintf("vni %d port %d from %s", t.VNI, t.Port, t.Remote)
 }
 
@@ -76,12 +86,15 @@ const (
 	// Spoofed: the source is a far end but the datagram came in on an
 	// interface the node does not route that source through.
 	Spoofed Reason = "spoofed"
+	// NotFarEndsPort: from the far end's node, but not from the far end's
+	// own source port: another end of that node, re-pointed.
+	NotFarEndsPort Reason = "not-far-ends-port"
 	// Forwarded: a datagram to a links' port the node would forward.
 	Forwarded Reason = "forwarded"
 )
 
 // Reasons are all the reasons, in the order Dropped reports them.
-var Reasons = []Reason{NotFarEnd, Spoofed, Forwarded}
+var Reasons = []Reason{NotFarEnd, Spoofed, NotFarEndsPort, Forwarded}
 
 // Guard is the node's underlay table. Entries are held by owners (one per
 // VXLAN end); an entry stays in the kernel while an owner holds it. A Guard
@@ -92,28 +105,31 @@ type Guard struct {
 	conn *nftables.Conn
 	fd   netns.NsHandle
 
-	table                     *nftables.Table
-	ports, vnis, peer4, peer6 *nftables.Set
-	input, forward            *nftables.Chain
+	table          *nftables.Table
+	input, forward *nftables.Chain
+	// ports holds the links' UDP ports, vnis their ports and VNIs; each
+	// family's far holds (far end, port, VNI), pinned the same for the
+	// far ends that send from a port of their own, which srcPorts holds
+	// (far end, source port, port, VNI).
+	ports, vnis           *nftables.Set
+	far, pinned, srcPorts [2]*nftables.Set // [0] IPv4, [1] IPv6
 
 	owners map[string]held
-	// tunnels, ports and vnis count the owners of each tunnel, and the
-	// tunnels of each port and of each port and VNI: an element is in the
-	// kernel while its count is above zero.
-	tunnelRefs map[Tunnel]int
-	portRefs   map[uint16]int
-	vniRefs    map[portVNI]int
+	// refs counts the owners holding each element, by set and key: an
+	// element is in the kernel while its count is above zero.
+	refs map[elem]int
+}
+
+// elem is one element of one set.
+type elem struct {
+	set *nftables.Set
+	key string
 }
 
 // held is an owner's entry and when it was admitted.
 type held struct {
 	tunnel Tunnel
 	at     time.Time
-}
-
-type portVNI struct {
-	port uint16
-	vni  uint32
 }
 
 // Open installs the table in the network namespace at netnsPath, replacing
@@ -167,10 +183,10 @@ func (g *Guard) Admit(owner string, t Tunnel) error {
 	if had && prev.tunnel == t {
 		return nil
 	}
-	var d delta
-	g.hold(t, &d)
+	d := delta{}
+	g.hold(t, d)
 	if had {
-		g.drop(prev.tunnel, &d)
+		g.drop(prev.tunnel, d)
 	}
 	if err := g.apply(d); err != nil {
 		return fmt.Errorf("admit %s (%s) to the underlay guard: %w", owner, t, err)
@@ -190,8 +206,8 @@ func (g *Guard) Release(owner string) error {
 		return nil
 	}
 	delete(g.owners, owner)
-	var d delta
-	g.drop(prev.tunnel, &d)
+	d := delta{}
+	g.drop(prev.tunnel, d)
 	if err := g.apply(d); err != nil {
 		return fmt.Errorf("release %s (%s) from the underlay guard: %w", owner, prev.tunnel, err)
 	}
@@ -234,12 +250,12 @@ func (g *Guard) replace(owners map[string]Tunnel, grace time.Duration) error {
 		}
 	}
 	g.owners = next
-	g.tunnelRefs, g.portRefs, g.vniRefs = map[Tunnel]int{}, map[uint16]int{}, map[portVNI]int{}
-	var d delta
+	g.refs = map[elem]int{}
+	d := delta{}
 	for _, h := range next {
-		g.hold(h.tunnel, &d)
+		g.hold(h.tunnel, d)
 	}
-	for _, s := range []*nftables.Set{g.ports, g.vnis, g.peer4, g.peer6} {
+	for _, s := range g.sets() {
 		g.conn.FlushSet(s)
 	}
 	return g.apply(d)
@@ -252,9 +268,13 @@ func (g *Guard) Tunnels() []Tunnel {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	ts := make([]Tunnel, 0, len(g.tunnelRefs))
-	for t := range g.tunnelRefs {
-		ts = append(ts, t)
+	seen := map[Tunnel]bool{}
+	var ts []Tunnel
+	for _, h := range g.owners {
+		if !seen[h.tunnel] {
+			seen[h.tunnel] = true
+			ts = append(ts, h.tunnel)
+		}
 	}
 	return ts
 }
@@ -302,89 +322,72 @@ func dropped(conn *nftables.Conn, table *nftables.Table) (map[Reason]uint64, err
 	return n, nil
 }
 
-// delta is the elements a change adds to (+1) and removes from (-1) each
-// set, by key.
-type delta struct {
-	ports, vnis, peer4, peer6 map[string]int
+// delta is the elements a change adds to (+1) and removes from (-1), by
+// set and key.
+type delta map[elem]int
+
+// elems are the elements t needs.
+func (g *Guard) elems(t Tunnel) []elem {
+	fam := 0
+	if !t.Remote.Is4() {
+		fam = 1
+	}
+	es := []elem{
+		{g.ports, string(portKey(t.Port))},
+		{g.vnis, string(vniKey(t.Port, t.VNI))},
+		{g.far[fam], string(farKey(t))},
+	}
+	if t.SrcPort != 0 {
+		es = append(es, elem{g.pinned[fam], string(farKey(t))}, elem{g.srcPorts[fam], string(srcPortKey(t))})
+	}
+	return es
 }
 
-func bump(m *map[string]int, key []byte, by int) {
-	if *m == nil {
-		*m = map[string]int{}
-	}
-	(*m)[string(key)] += by
-}
-
-// hold counts one more owner of t, noting the elements that appear.
-func (g *Guard) hold(t Tunnel, d *delta) {
-	if g.tunnelRefs[t]++; g.tunnelRefs[t] > 1 {
-		return
-	}
-	if g.portRefs[t.Port]++; g.portRefs[t.Port] == 1 {
-		bump(&d.ports, portKey(t.Port), 1)
-	}
-	pv := portVNI{t.Port, t.VNI}
-	if g.vniRefs[pv]++; g.vniRefs[pv] == 1 {
-		bump(&d.vnis, vniKey(t.Port, t.VNI), 1)
-	}
-	if t.Remote.Is4() {
-		bump(&d.peer4, peerKey(t), 1)
-	} else {
-		bump(&d.peer6, peerKey(t), 1)
-	}
-}
-
-// drop counts one owner of t fewer, noting the elements that go.
-func (g *Guard) drop(t Tunnel, d *delta) {
-	if g.tunnelRefs[t]--; g.tunnelRefs[t] > 0 {
-		return
-	}
-	delete(g.tunnelRefs, t)
-	if g.portRefs[t.Port]--; g.portRefs[t.Port] == 0 {
-		delete(g.portRefs, t.Port)
-		bump(&d.ports, portKey(t.Port), -1)
-	}
-	pv := portVNI{t.Port, t.VNI}
-	if g.vniRefs[pv]--; g.vniRefs[pv] == 0 {
-		delete(g.vniRefs, pv)
-		bump(&d.vnis, vniKey(t.Port, t.VNI), -1)
-	}
-	if t.Remote.Is4() {
-		bump(&d.peer4, peerKey(t), -1)
-	} else {
-		bump(&d.peer6, peerKey(t), -1)
-	}
-}
-
-// apply sends d in one transaction, with anything queued before it. Far
-// ends are added before their VNIs and removed after them: a VNI is never
-// guarded without its far end admitted.
-func (g *Guard) apply(d delta) error {
-	steps := []struct {
-		set *nftables.Set
-		m   map[string]int
-		add bool
-	}{
-		{g.peer4, d.peer4, true}, {g.peer6, d.peer6, true}, {g.ports, d.ports, true},
-		{g.vnis, d.vnis, true}, {g.vnis, d.vnis, false},
-		{g.ports, d.ports, false}, {g.peer4, d.peer4, false}, {g.peer6, d.peer6, false},
-	}
-	for _, s := range steps {
-		var elems []nftables.SetElement
-		for k, n := range s.m {
-			if (n > 0) == s.add && n != 0 {
-				elems = append(elems, nftables.SetElement{Key: []byte(k)})
-			}
+// hold counts one more owner of t's elements, noting those that appear.
+func (g *Guard) hold(t Tunnel, d delta) {
+	for _, e := range g.elems(t) {
+		if g.refs[e]++; g.refs[e] == 1 {
+			d[e]++
 		}
-		for chunk := range slices.Chunk(elems, elementsPerMessage) {
-			var err error
-			if s.add {
-				err = g.conn.SetAddElements(s.set, chunk)
-			} else {
-				err = g.conn.SetDeleteElements(s.set, chunk)
+	}
+}
+
+// drop counts one owner of t's elements fewer, noting those that go.
+func (g *Guard) drop(t Tunnel, d delta) {
+	for _, e := range g.elems(t) {
+		if g.refs[e]--; g.refs[e] <= 0 {
+			delete(g.refs, e)
+			d[e]--
+		}
+	}
+}
+
+// sets are the guard's sets.
+func (g *Guard) sets() []*nftables.Set {
+	return []*nftables.Set{g.ports, g.vnis, g.far[0], g.far[1], g.pinned[0], g.pinned[1], g.srcPorts[0], g.srcPorts[1]}
+}
+
+// apply sends d in one transaction, with anything queued before it: the
+// kernel applies it whole, so no datagram meets half of it.
+func (g *Guard) apply(d delta) error {
+	for _, set := range g.sets() {
+		for _, add := range []bool{true, false} {
+			var elems []nftables.SetElement
+			for e, n := range d {
+				if e.set == set && n != 0 && (n > 0) == add {
+					elems = append(elems, nftables.SetElement{Key: []byte(e.key)})
+				}
 			}
-			if err != nil {
-				return fmt.Errorf("change set %s: %w", s.set.Name, err)
+			for chunk := range slices.Chunk(elems, elementsPerMessage) {
+				var err error
+				if add {
+					err = g.conn.SetAddElements(set, chunk)
+				} else {
+					err = g.conn.SetDeleteElements(set, chunk)
+				}
+				if err != nil {
+					return fmt.Errorf("change set %s: %w", set.Name, err)
+				}
 			}
 		}
 	}
@@ -428,8 +431,13 @@ func vniKey(port uint16, vni uint32) []byte {
 	return append(reg(portKey(port)), reg(vniBytes(vni))...)
 }
 
-func peerKey(t Tunnel) []byte {
+func farKey(t Tunnel) []byte {
 	return append(append(t.Remote.AsSlice(), reg(portKey(t.Port))...), reg(vniBytes(t.VNI))...)
+}
+
+func srcPortKey(t Tunnel) []byte {
+	k := append(t.Remote.AsSlice(), reg(portKey(t.SrcPort))...)
+	return append(append(k, reg(portKey(t.Port))...), reg(vniBytes(t.VNI))...)
 }
 
 func vniBytes(vni uint32) []byte { return []byte{byte(vni >> 16), byte(vni >> 8), byte(vni)} }
@@ -467,11 +475,16 @@ func (g *Guard) build() {
 	g.ports = &nftables.Set{Table: g.table, Name: "ports", KeyType: nftables.TypeInetService}
 	g.vnis = &nftables.Set{Table: g.table, Name: "vnis", Concatenation: true,
 		KeyType: nftables.MustConcatSetType(nftables.TypeInetService, vniType)}
-	g.peer4 = &nftables.Set{Table: g.table, Name: "far_ends_v4", Concatenation: true,
-		KeyType: nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeInetService, vniType)}
-	g.peer6 = &nftables.Set{Table: g.table, Name: "far_ends_v6", Concatenation: true,
-		KeyType: nftables.MustConcatSetType(nftables.TypeIP6Addr, nftables.TypeInetService, vniType)}
-	for _, s := range []*nftables.Set{g.ports, g.vnis, g.peer4, g.peer6} {
+	for i, addr := range []nftables.SetDatatype{nftables.TypeIPAddr, nftables.TypeIP6Addr} {
+		v := []string{"v4", "v6"}[i]
+		g.far[i] = &nftables.Set{Table: g.table, Name: "far_ends_" + v, Concatenation: true,
+			KeyType: nftables.MustConcatSetType(addr, nftables.TypeInetService, vniType)}
+		g.pinned[i] = &nftables.Set{Table: g.table, Name: "pinned_far_ends_" + v, Concatenation: true,
+			KeyType: nftables.MustConcatSetType(addr, nftables.TypeInetService, vniType)}
+		g.srcPorts[i] = &nftables.Set{Table: g.table, Name: "far_end_ports_" + v, Concatenation: true,
+			KeyType: nftables.MustConcatSetType(addr, nftables.TypeInetService, nftables.TypeInetService, vniType)}
+	}
+	for _, s := range g.sets() {
 		// AddSet fails only on a malformed set, which these are not.
 		_ = c.AddSet(s, nil)
 	}
@@ -482,13 +495,16 @@ func (g *Guard) build() {
 	g.forward = c.AddChain(&nftables.Chain{Table: g.table, Name: "forward", Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Policy: &accept})
 
-	for _, fam := range []struct {
+	for i, fam := range []struct {
 		proto    byte
 		saddrOff uint32
 		saddrLen uint32
-		peers    *nftables.Set
-	}{{unix.NFPROTO_IPV4, 12, 4, g.peer4}, {unix.NFPROTO_IPV6, 8, 16, g.peer6}} {
+	}{{unix.NFPROTO_IPV4, 12, 4}, {unix.NFPROTO_IPV6, 8, 16}} {
+		// saddr . dport . vni from regSaddr on, then saddr . sport .
+		// dport . vni after it.
 		regPort := regSaddr + fam.saddrLen/4
+		regSaddr2 := regPort + 2
+		regSport2 := regSaddr2 + fam.saddrLen/4
 		guarded := []expr.Any{
 			&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: regScratch},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: regScratch, Data: []byte{fam.proto}},
@@ -499,16 +515,28 @@ func (g *Guard) build() {
 			&expr.Payload{DestRegister: regPort + 1, Base: expr.PayloadBaseTransportHeader, Offset: offVNI, Len: 3},
 			&expr.Lookup{SourceRegister: regPort, SetName: g.vnis.Name},
 		}
-		notFarEnd := append(slices.Clone(guarded),
-			&expr.Payload{DestRegister: regSaddr, Base: expr.PayloadBaseNetworkHeader, Offset: fam.saddrOff, Len: fam.saddrLen},
-			&expr.Lookup{SourceRegister: regSaddr, SetName: fam.peers.Name, Invert: true},
+		saddr := &expr.Payload{DestRegister: regSaddr, Base: expr.PayloadBaseNetworkHeader, Offset: fam.saddrOff, Len: fam.saddrLen}
+		notFarEnd := append(slices.Clone(guarded), saddr,
+			&expr.Lookup{SourceRegister: regSaddr, SetName: g.far[i].Name, Invert: true},
 			&expr.Counter{}, &expr.Verdict{Kind: expr.VerdictDrop})
 		spoofed := append(slices.Clone(guarded),
 			&expr.Fib{Register: regScratch, FlagSADDR: true, FlagIIF: true, ResultOIF: true},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: regScratch, Data: []byte{0, 0, 0, 0}},
 			&expr.Counter{}, &expr.Verdict{Kind: expr.VerdictDrop})
-		c.AddRule(&nftables.Rule{Table: g.table, Chain: g.input, Exprs: notFarEnd, UserData: []byte(NotFarEnd)})
-		c.AddRule(&nftables.Rule{Table: g.table, Chain: g.input, Exprs: spoofed, UserData: []byte(Spoofed)})
+		notFarEndsPort := append(slices.Clone(guarded), saddr,
+			&expr.Lookup{SourceRegister: regSaddr, SetName: g.pinned[i].Name},
+			&expr.Payload{DestRegister: regSaddr2, Base: expr.PayloadBaseNetworkHeader, Offset: fam.saddrOff, Len: fam.saddrLen},
+			&expr.Payload{DestRegister: regSport2, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 2},
+			&expr.Payload{DestRegister: regSport2 + 1, Base: expr.PayloadBaseTransportHeader, Offset: offDport, Len: 2},
+			&expr.Payload{DestRegister: regSport2 + 2, Base: expr.PayloadBaseTransportHeader, Offset: offVNI, Len: 3},
+			&expr.Lookup{SourceRegister: regSaddr2, SetName: g.srcPorts[i].Name, Invert: true},
+			&expr.Counter{}, &expr.Verdict{Kind: expr.VerdictDrop})
+		for _, r := range []struct {
+			exprs  []expr.Any
+			reason Reason
+		}{{notFarEnd, NotFarEnd}, {spoofed, Spoofed}, {notFarEndsPort, NotFarEndsPort}} {
+			c.AddRule(&nftables.Rule{Table: g.table, Chain: g.input, Exprs: r.exprs, UserData: []byte(r.reason)})
+		}
 	}
 	c.AddRule(&nftables.Rule{Table: g.table, Chain: g.forward, UserData: []byte(Forwarded), Exprs: []expr.Any{
 		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: regScratch},

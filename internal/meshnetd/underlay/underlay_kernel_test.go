@@ -233,6 +233,56 @@ func TestKernelGuardKeepsLinksToTheirFarEnds(t *testing.T) {
 	}
 }
 
+// TestKernelGuardKeepsToTheFarEndsPort: a far end that sends from a port
+// of its own (SrcPort) is told from every other end of its node by it: a
+// datagram from the far end's address with its VNI but another source
+// port (another end re-pointed by a pod with NET_ADMIN) is dropped; from
+// the port, it arrives; a far end admitted with no port (a physical peer)
+// passes from any port.
+func TestKernelGuardKeepsToTheFarEndsPort(t *testing.T) {
+	l := newUnderlayLab(t, 100, 200, 300)
+	g, err := Open(l.node, map[string]Tunnel{
+		"lab/r1/eth1": {Remote: peer4, Port: 4789, VNI: 100, SrcPort: 40100},
+		"lab/r1/eth2": {Remote: peer4, Port: 4789, VNI: 200},
+		"lab/r1/eth3": {Remote: peer6, Port: 4789, VNI: 300, SrcPort: 40300},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	toNode := ap("10.0.0.1:4789")
+	if !delivered(t, l, l.peer, ap("10.0.0.2:40100"), toNode, 100, "vx100") {
+		t.Error("the far end's datagram from its port did not arrive")
+	}
+	if delivered(t, l, l.peer, ap("10.0.0.2:40200"), toNode, 100, "vx100") {
+		t.Error("a datagram from the far end's node but another end's port arrived")
+	}
+	if !delivered(t, l, l.peer, ap("[fd00::2]:40300"), ap("[fd00::1]:4789"), 300, "vx300") {
+		t.Error("the far end's datagram from its port (IPv6) did not arrive")
+	}
+	if delivered(t, l, l.peer, ap("[fd00::2]:40301"), ap("[fd00::1]:4789"), 300, "vx300") {
+		t.Error("a datagram from another port (IPv6) arrived")
+	}
+	for _, port := range []string{"40200", "50000"} {
+		if !delivered(t, l, l.peer, ap("10.0.0.2:"+port), toNode, 200, "vx200") {
+			t.Errorf("a far end admitted with any port: from port %s dropped", port)
+		}
+	}
+	if n := droppedBy(t, g); n[NotFarEndsPort] != 2 || n[NotFarEnd] != 0 {
+		t.Errorf("dropped %v, want 2 %s", n, NotFarEndsPort)
+	}
+	// The far end's port learned later (Admit again): then only it passes.
+	if err := g.Admit("lab/r1/eth2", Tunnel{Remote: peer4, Port: 4789, VNI: 200, SrcPort: 40200}); err != nil {
+		t.Fatal(err)
+	}
+	if delivered(t, l, l.peer, ap("10.0.0.2:50000"), toNode, 200, "vx200") {
+		t.Error("once the far end's port is known, another port still passes")
+	}
+	if !delivered(t, l, l.peer, ap("10.0.0.2:40200"), toNode, 200, "vx200") {
+		t.Error("once the far end's port is known, it does not pass")
+	}
+}
+
 // forwarded sends a datagram from the stranger through the node to the
 // peer's port and reports whether the peer got it.
 func forwarded(t *testing.T, l underlayLab, port uint16) bool {

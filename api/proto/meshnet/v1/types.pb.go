@@ -687,7 +687,16 @@ type Vxlan struct {
 	// UDP destination port; 0 means 4789.
 	UdpPort uint32 `protobuf:"varint,4,opt,name=udp_port,json=udpPort,proto3" json:"udp_port,omitempty"`
 	// Host interface that holds local_vtep, as read back. Ignored in requests.
-	Parent        string `protobuf:"bytes,5,opt,name=parent,proto3" json:"parent,omitempty"`
+	Parent string `protobuf:"bytes,5,opt,name=parent,proto3" json:"parent,omitempty"`
+	// UDP source port of this end's datagrams, as read back: meshnetd gives
+	// each VXLAN end of a node one of its own, which the far end's node
+	// checks, so that no other end (re-pointed by a pod with NET_ADMIN) can
+	// pass for it. 0: the kernel's range (a meshnetd that pins none).
+	// Ignored in requests.
+	SrcPort uint32 `protobuf:"varint,6,opt,name=src_port,json=srcPort,proto3" json:"src_port,omitempty"`
+	// UDP source port the far end sends from, which this end's node admits
+	// (src_port of the far end); 0 admits any, as for a physical peer.
+	RemoteSrcPort uint32 `protobuf:"varint,7,opt,name=remote_src_port,json=remoteSrcPort,proto3" json:"remote_src_port,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -755,6 +764,20 @@ func (x *Vxlan) GetParent() string {
 		return x.Parent
 	}
 	return ""
+}
+
+func (x *Vxlan) GetSrcPort() uint32 {
+	if x != nil {
+		return x.SrcPort
+	}
+	return 0
+}
+
+func (x *Vxlan) GetRemoteSrcPort() uint32 {
+	if x != nil {
+		return x.RemoteSrcPort
+	}
+	return 0
 }
 
 // PodPeer is a peer that is a pod (VETH and VXLAN links).
@@ -1481,7 +1504,7 @@ const file_meshnet_v1_types_proto_rawDesc = "" +
 	"\x05Route\x12\x10\n" +
 	"\x03dst\x18\x01 \x01(\tR\x03dst\x12\x0e\n" +
 	"\x02gw\x18\x02 \x01(\tR\x02gw\x12\x10\n" +
-	"\x03dev\x18\x03 \x01(\tR\x03dev\"\x8c\x01\n" +
+	"\x03dev\x18\x03 \x01(\tR\x03dev\"\xcf\x01\n" +
 	"\x05Vxlan\x12\x10\n" +
 	"\x03vni\x18\x01 \x01(\rR\x03vni\x12\x1d\n" +
 	"\n" +
@@ -1489,7 +1512,9 @@ const file_meshnet_v1_types_proto_rawDesc = "" +
 	"\vremote_vtep\x18\x03 \x01(\tR\n" +
 	"remoteVtep\x12\x19\n" +
 	"\budp_port\x18\x04 \x01(\rR\audpPort\x12\x16\n" +
-	"\x06parent\x18\x05 \x01(\tR\x06parent\"a\n" +
+	"\x06parent\x18\x05 \x01(\tR\x06parent\x12\x19\n" +
+	"\bsrc_port\x18\x06 \x01(\rR\asrcPort\x12&\n" +
+	"\x0fremote_src_port\x18\a \x01(\rR\rremoteSrcPort\"a\n" +
 	"\aPodPeer\x12$\n" +
 	"\x03pod\x18\x01 \x01(\v2\x12.meshnet.v1.PodRefR\x03pod\x12\x1c\n" +
 	"\tinterface\x18\x02 \x01(\tR\tinterface\x12\x12\n" +
