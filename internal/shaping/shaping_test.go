@@ -87,7 +87,7 @@ func TestDefaultLimit(t *testing.T) {
 		{Spec{Delay: 100 * time.Millisecond}, 16667},
 		{Spec{Delay: 250 * time.Millisecond, Jitter: 50 * time.Millisecond, RateBps: 1_000_000_000}, 50000},
 		{Spec{Delay: 900 * time.Millisecond, Jitter: 100 * time.Millisecond, RateBps: 1_000_000_000}, MaxDefaultLimit}, // 166,667 capped
-		{Spec{Delay: 2 * time.Second, RateBps: 10_000_000}, MinDefaultLimit}, // 3334
+		{Spec{Delay: 2 * time.Second, RateBps: 10_000_000}, MinDefaultLimit},                                           // 3334
 		{Spec{Delay: time.Second, RateBps: 100_000_000_000}, MaxDefaultLimit},
 	} {
 		if got := DefaultLimit(c.spec); got != c.want {
