@@ -24,6 +24,7 @@ wanted=(
 	sch_netem veth vxlan macvlan ifb dummy bridge
 	sch_tbf sch_htb sch_fq sch_prio sch_ingress
 	cls_u32 cls_bpf cls_matchall cls_flower act_mirred act_gact
+	nf_tables nft_fib_inet # meshnetd's underlay guard (internal/meshnetd/underlay)
 	virtio_pci virtio_blk ext4
 )
 
