@@ -46,8 +46,8 @@ func TestVMRoundTrip(t *testing.T) {
 		// Beyond the legacy u32 ticks (274.9 s) and u32 bytes/s rate.
 		{Delay: 300 * time.Second, Jitter: shaping.MaxJitter, Distribution: shaping.DistributionPareto, RateBps: 40_000_000_000},
 		{Loss: 33.333333, Duplicate: 0.000001, Corrupt: 99.999999, Limit: 1},
-		{Delay: time.Millisecond, Reorder: 10}, // gap 1, as tc
-		{Delay: 5 * time.Second, Jitter: time.Second, DelayCorrelation: 100, Distribution: shaping.DistributionParetoNormal, Limit: math.MaxUint32},
+		{Delay: time.Millisecond, Reorder: 10},                                                                                                        // gap 1, as tc
+		{Delay: 5 * time.Second, Jitter: time.Second, DelayCorrelation: 100, Distribution: shaping.DistributionParetoNormal, Limit: shaping.MaxLimit}, // meshnet's cap
 		{},
 	} {
 		p.apply(t, s)
