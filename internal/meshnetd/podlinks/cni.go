@@ -214,16 +214,25 @@ func (rc *Reconciler) putRecord(p podstore.Pod) error {
 // write to cover many.
 const remoteCallsInFlight = 32
 
+// farEnds is what createRemoteEnds learned, by link uid: whether each far
+// end is still owed, and the source port of each made.
+type farEnds struct {
+	owed  map[int]bool
+	ports map[int]uint16
+}
+
 // createRemoteEnds asks the peers' nodes, remoteCallsInFlight calls at a
 // time, for their ends of this pod's VXLAN links, and returns, by link uid,
 // whether each far end is still owed: a peer that is not wired on its node
 // yet, or a node that does not answer, leaves the link pending, and the
-// pod's next sync asks again (settleFarEnds records which).
-func (rc *Reconciler) createRemoteEnds(ctx context.Context, k podstore.Key, remotes []wired) map[int]bool {
+// pod's next sync asks again (settleFarEnds records which). The underlay
+// guard admits each far end made from the source port its node told.
+func (rc *Reconciler) createRemoteEnds(ctx context.Context, k podstore.Key, remotes []wired) farEnds {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
 		owed = make(map[int]bool, len(remotes))
+		far  = farEnds{owed: owed, ports: map[int]uint16{}}
 	)
 	slots := make(chan struct{}, remoteCallsInFlight)
 	for _, r := range remotes {
@@ -241,13 +250,18 @@ func (rc *Reconciler) createRemoteEnds(ctx context.Context, k podstore.Key, remo
 				resp, err = c.CreateRemoteEnd(ctx, r.remote)
 				return err
 			})
+			var port uint16
 			if err == nil {
-				if lerr := rc.learnFarPort(k, r.record, uint16(resp.GetLink().GetVxlan().GetSrcPort())); lerr != nil {
+				port = uint16(resp.GetLink().GetVxlan().GetSrcPort())
+				if lerr := rc.admitFarPort(k, r.record, port); lerr != nil {
 					rc.log.Warn("far end's source port not admitted", "pod", k.String(), "link", res.Uid, "error", lerr)
 				}
 			}
 			mu.Lock()
 			owed[int(res.Uid)] = err != nil
+			if port != 0 {
+				far.ports[int(res.Uid)] = port
+			}
 			mu.Unlock()
 			switch st := status.Convert(err); {
 			case err == nil:
@@ -261,14 +275,15 @@ func (rc *Reconciler) createRemoteEnds(ctx context.Context, k podstore.Key, remo
 		})
 	}
 	wg.Wait()
-	return owed
+	return far
 }
 
 // settleFarEnds records, in the record of pod k's sandbox containerID,
-// which far ends are still owed (createRemoteEnds), and has those asked
-// for again later (askOwed); a record that already says so for each is
-// not written again.
-func (rc *Reconciler) settleFarEnds(k podstore.Key, containerID string, owed map[int]bool) error {
+// which far ends are still owed (createRemoteEnds) and the source ports of
+// those made, and has the owed asked for again later (askOwed); a record
+// that already says so for each is not written again.
+func (rc *Reconciler) settleFarEnds(k podstore.Key, containerID string, far farEnds) error {
+	owed := far.owed
 	rec, ok := rc.cfg.Store.Get(k)
 	if !ok || rec.ContainerID != containerID {
 		return nil
@@ -278,7 +293,11 @@ func (rc *Reconciler) settleFarEnds(k podstore.Key, containerID string, owed map
 	} else {
 		rc.owed.Forget(k)
 	}
-	if !slices.ContainsFunc(rec.Links, func(l podstore.Link) bool { o, asked := owed[l.UID]; return asked && l.FarEndOwed != o }) {
+	if !slices.ContainsFunc(rec.Links, func(l podstore.Link) bool {
+		o, asked := owed[l.UID]
+		port, told := far.ports[l.UID]
+		return asked && l.FarEndOwed != o || told && l.PeerSrcPort != port
+	}) {
 		return nil
 	}
 	return rc.updateRecord(k, func(p *podstore.Pod) {
@@ -288,6 +307,9 @@ func (rc *Reconciler) settleFarEnds(k podstore.Key, containerID string, owed map
 		for i, l := range p.Links {
 			if o, asked := owed[l.UID]; asked && l.Kind == v1beta1.LinkKindVXLAN {
 				p.Links[i].FarEndOwed = o
+			}
+			if port, told := far.ports[l.UID]; told && l.Kind == v1beta1.LinkKindVXLAN {
+				p.Links[i].PeerSrcPort = port
 			}
 		}
 	})

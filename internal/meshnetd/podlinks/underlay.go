@@ -63,23 +63,15 @@ func tunnel(remote netip.Addr, port uint16, vni uint32, srcPort uint16) underlay
 	return underlay.Tunnel{Remote: remote, Port: port, VNI: vni, SrcPort: srcPort}
 }
 
-// learnFarPort admits, for pod k's VXLAN end l, its far end's source port
-// as the far end's node told it, and records it.
-func (rc *Reconciler) learnFarPort(k podstore.Key, l podstore.Link, port uint16) error {
+// admitFarPort admits, for pod k's VXLAN end l, its far end's source port
+// as the far end's node told it; settleFarEnds records it, with the
+// pod's other far ends, in one write.
+func (rc *Reconciler) admitFarPort(k podstore.Key, l podstore.Link, port uint16) error {
 	remote, err := netip.ParseAddr(l.PeerNodeIP)
 	if port == 0 || err != nil || l.PeerSrcPort == port {
 		return nil
 	}
-	if err := rc.guard.Admit(guardOwner(k, l.LocalIntf), tunnel(remote, l.UDPPort, l.VNI, port)); err != nil {
-		return err
-	}
-	return rc.updateRecord(k, func(p *podstore.Pod) {
-		for i := range p.Links {
-			if p.Links[i].UID == l.UID && p.Links[i].VNI == l.VNI {
-				p.Links[i].PeerSrcPort = port
-			}
-		}
-	})
+	return rc.guard.Admit(guardOwner(k, l.LocalIntf), tunnel(remote, l.UDPPort, l.VNI, port))
 }
 
 // The node's VXLAN ends take their source ports in [minSrcPort,
