@@ -33,6 +33,10 @@ type End struct {
 	// a pod of thousands of links cannot afford (a Topology's
 	// ipv6_link_local: false).
 	NoIPv6LinkLocal bool
+	// Bridge, when set, makes the interface a port of the bridge of that
+	// name in the same namespace (EnsureBridge makes it if missing): an
+	// end in a pod that is an L2 segment (a Topology's bridge).
+	Bridge string
 }
 
 func (e End) String() string {
@@ -48,6 +52,9 @@ func (e End) validate() error {
 	}
 	if e.Name == "" || len(e.Name) >= unix.IFNAMSIZ || strings.ContainsAny(e.Name, "/: \t\n") {
 		return fmt.Errorf("end %s: invalid interface name %q", e, e.Name)
+	}
+	if e.Bridge != "" && (len(e.Bridge) >= unix.IFNAMSIZ || strings.ContainsAny(e.Bridge, "/: \t\n") || e.Bridge == e.Name) {
+		return fmt.Errorf("end %s: invalid bridge name %q", e, e.Bridge)
 	}
 	if e.MTU < 0 {
 		return fmt.Errorf("end %s: negative mtu %d", e, e.MTU)
@@ -80,7 +87,11 @@ func (e End) configure(l netlink.Link) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	changed = changed || addrChanged
+	joined, err := e.joinBridge(l)
+	if err != nil {
+		return false, err
+	}
+	changed = changed || addrChanged || joined
 	up := l.Attrs().Flags&net.FlagUp != 0
 	if e.NoIPv6LinkLocal && !up {
 		if err := h.LinkSetIP6AddrGenMode(l, nl.IN6_ADDR_GEN_MODE_NONE); err != nil {

@@ -36,6 +36,10 @@ func decodeLink(m []byte) (name string, index int, r Reading, err error) {
 			if len(data) >= 4 {
 				r.MTU = int(binary.NativeEndian.Uint32(data))
 			}
+		case unix.IFLA_MASTER:
+			if len(data) >= 4 {
+				r.MasterIndex = int(binary.NativeEndian.Uint32(data))
+			}
 		case unix.IFLA_OPERSTATE:
 			if len(data) >= 1 {
 				r.OperState = netlink.LinkOperState(data[0]).String()

@@ -71,6 +71,12 @@ func ReadAll(ns *Netns) (map[string]Interface, error) {
 		i.RootQdisc, i.RootHandle = q.kind, q.handle
 		out[name] = i
 	}
+	for name, i := range out {
+		if i.MasterIndex != 0 {
+			i.Master = byIndex[i.MasterIndex]
+			out[name] = i
+		}
+	}
 	return out, nil
 }
 
@@ -142,6 +148,13 @@ func read(ns *Netns, name string, withQdisc bool) (i Interface, ok bool, err err
 		return Interface{}, false, fmt.Errorf("read interfaces: list addresses of %s in netns %s: %w", name, ns.path, err)
 	}
 	i = Interface{Index: index, Reading: r}
+	if r.MasterIndex != 0 {
+		m, err := ns.h.LinkByIndex(r.MasterIndex)
+		if err != nil {
+			return Interface{}, false, fmt.Errorf("read interfaces: master %d of %s in netns %s: %w", r.MasterIndex, name, ns.path, err)
+		}
+		i.Master = m.Attrs().Name
+	}
 	for _, ad := range addrs {
 		if p, ok := prefixOf(ad.IPNet); ok {
 			i.Addrs = append(i.Addrs, p)

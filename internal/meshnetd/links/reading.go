@@ -14,6 +14,10 @@ type Reading struct {
 	MTU       int
 	Addrs     []netip.Prefix
 	Counters  Counters
+	// Master is the bridge (or other master device) the interface is a
+	// port of, empty when none; MasterIndex is its index in the namespace.
+	Master      string
+	MasterIndex int
 }
 
 // Counters are an interface's packet counters since it was made.
