@@ -116,6 +116,13 @@ func TestClusterTopologyAdmission(t *testing.T) {
 		}
 	})
 
+	t.Run("a segment is accepted", func(t *testing.T) {
+		obj := decode(t, invalidManifest("lan1", "SPEC: bridge: {name: lan}"), "default")
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatalf("create: %v", err)
+		}
+	})
+
 	for _, tc := range []struct {
 		name  string
 		patch string // replaces the marked line of base
@@ -140,6 +147,9 @@ func TestClusterTopologyAdmission(t *testing.T) {
 		{"udp port out of range", "link_options: {remote_vtep: 192.0.2.1, vni: 10, udp_port: 70000}", "spec.links[0].link_options.udp_port"},
 		{"route without dst", "ROUTE: {gw: 10.0.0.1}", "spec.routes[0].dst"},
 		{"route gw not an IP", "ROUTE: {dst: 10.1.0.0/16, gw: router}", "spec.routes[0].gw"},
+		{"an address on a bridge's port", "SPEC: bridge: {} | local_ip: 10.0.0.1/24", "spec.bridge"},
+		{"a bridge named like a link", "SPEC: bridge: {name: eth1}", "spec.bridge.name"},
+		{"a bridge name with a slash", "SPEC: bridge: {name: br/0}", "spec.bridge.name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			name := "bad-" + strings.ToLower(strings.NewReplacer(" ", "-", "%", "").Replace(tc.name))
@@ -290,14 +300,19 @@ func TestClusterLinkFaultAdmission(t *testing.T) {
 	t.Logf("$ kubectl get fault\n%s", out)
 }
 
-// invalidManifest returns a one-link Topology with patch added to the link,
-// or, for a patch starting with ROUTE:, a route.
+// invalidManifest returns a one-link Topology with patch added to the link;
+// for a patch starting with ROUTE:, a route; for one starting with SPEC:, a
+// field of the spec, then after " | " what to add to the link.
 func invalidManifest(name, patch string) string {
 	link := "    " + patch
 	routes := ""
 	if r, ok := strings.CutPrefix(patch, "ROUTE: "); ok {
 		link = ""
 		routes = "  routes:\n  - " + r
+	}
+	if r, ok := strings.CutPrefix(patch, "SPEC: "); ok {
+		spec, l, _ := strings.Cut(r, " | ")
+		link, routes = "    "+l, "  "+spec
 	}
 	return fmt.Sprintf(`
 apiVersion: networkop.co.uk/v1beta1

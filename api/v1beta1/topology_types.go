@@ -97,6 +97,8 @@ const (
 // TopologySpec is the desired wiring and runtime state of a pod's links.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.links) || size(self.links) <= 4096 || (has(self.ipv6_link_local) && !self.ipv6_link_local)",message="more than 4096 links need ipv6_link_local: false: the kernel's IPv6 set-up of each link-local address walks all of the pod's interfaces, and 10,000 links with them take longer to wire than the 4 minutes a pod's sandbox gets",fieldPath=".ipv6_link_local",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="!has(self.bridge) || !has(self.links) || self.links.all(l, !has(l.local_ip) || size(l.local_ip) == 0)",message="the links of a pod with bridge are the bridge's ports, which have no address: remove local_ip from them (give the routers on the segment their addresses)",fieldPath=".bridge"
+// +kubebuilder:validation:XValidation:rule="!has(self.bridge) || !has(self.links) || !self.links.exists(l, l.local_intf == (has(self.bridge.name) ? self.bridge.name : 'br0'))",message="the bridge's name is a link's local_intf: name one or the other differently",fieldPath=".bridge.name"
 type TopologySpec struct {
 	// Links are the pod's point-to-point links, keyed by uid. Both ends of a
 	// link carry the same uid in their own pod's Topology.
@@ -120,6 +122,44 @@ type TopologySpec struct {
 	// they are made: at pod creation, and to a link made again.
 	// +optional
 	IPv6LinkLocal *bool `json:"ipv6_link_local,omitempty"`
+
+	// Bridge makes the pod an L2 segment, as a containerlab bridge node
+	// is: meshnetd makes every link end of the pod a port of one Linux
+	// bridge in the pod's network namespace, which learns MAC addresses
+	// and floods broadcasts to every port. The routers on the segment are
+	// the pods at the links' other ends, each wired to this pod by an
+	// ordinary link, on any node; a port's link takes state, netem,
+	// LinkFaults and captures as any link does. The ports have no
+	// addresses and no IPv6 link-local ones. The pod runs nothing of its
+	// own: a pause container is enough.
+	// +optional
+	Bridge *Bridge `json:"bridge,omitempty"`
+}
+
+// DefaultBridgeName is the name of a segment's bridge device when its
+// Topology does not name it.
+const DefaultBridgeName = "br0"
+
+// Bridge is the Linux bridge of a pod that is an L2 segment.
+type Bridge struct {
+	// Name of the bridge device in the pod; br0 when unset.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:Pattern=`^[^/\s]+$`
+	Name string `json:"name,omitempty"`
+}
+
+// BridgeName is the name of the pod's segment bridge, empty when the pod
+// is not a segment (or has no Topology).
+func (t *Topology) BridgeName() string {
+	switch {
+	case t == nil || t.Spec.Bridge == nil:
+		return ""
+	case t.Spec.Bridge.Name != "":
+		return t.Spec.Bridge.Name
+	}
+	return DefaultBridgeName
 }
 
 // LinkLocalIPv6 tells whether the pod's links get IPv6 link-local
@@ -460,6 +500,10 @@ type LinkStatus struct {
 	// state and netem are theirs until their windows end.
 	// +optional
 	Faults []string `json:"faults,omitempty"`
+	// Bridge is the bridge this end is a port of, as the kernel reports
+	// it: in a pod with spec.bridge, the segment's.
+	// +optional
+	Bridge string `json:"bridge,omitempty"`
 }
 
 // ManagedLinks are the uids of the links whose spec field the controller

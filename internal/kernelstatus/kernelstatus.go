@@ -10,7 +10,7 @@ import (
 )
 
 // Fill sets ls's kernel fields (kind, node, state, carrier, MTU, netem,
-// last error, a physical peer's VXLAN) from k; the rest of ls is left.
+// last error, bridge, a physical peer's VXLAN) from k; the rest of ls is left.
 func Fill(ls *v1beta1.LinkStatus, k *meshnetv1.LinkStatus) {
 	ls.Kind = v1beta1.LinkKindOf(k.GetKind())
 	if n := k.GetNode(); n != "" {
@@ -22,6 +22,7 @@ func Fill(ls *v1beta1.LinkStatus, k *meshnetv1.LinkStatus) {
 	s, _ := netemconv.FromProto(k.GetNetem()) // the kernel's: converted even where a spec would be refused
 	ls.Netem = netemconv.ToTopology(s)
 	ls.LastError = k.GetLastError()
+	ls.Bridge = k.GetBridge()
 	if v := k.GetVxlan(); v != nil && k.GetKind() == meshnetv1.LinkKind_LINK_KIND_PHYSICAL {
 		ls.Physical = &v1beta1.PhysicalPeer{
 			VNI: int32(v.GetVni()), LocalVTEP: v.GetLocalVtep(), RemoteVTEP: v.GetRemoteVtep(), UDPPort: int32(v.GetUdpPort()),

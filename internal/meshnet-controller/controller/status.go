@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -52,6 +53,9 @@ func convergedStatus(topo *v1beta1.Topology, pod *corev1.Pod, d desired, kernel 
 			if ls.FarEnd = d.farEnds[l.UID]; ls.FarEnd == v1beta1.FarEndMissing {
 				waiting = append(waiting, fmt.Sprintf("%s (uid %d): its far end %s:%s is not made yet", l.LocalIntf, l.UID, l.PeerPod, l.PeerIntf))
 			}
+			if offBridge(topo, ls) {
+				waiting = append(waiting, fmt.Sprintf("%s (uid %d): not a port of bridge %s yet", l.LocalIntf, l.UID, topo.BridgeName()))
+			}
 		default:
 			why := cmp.Or(d.waiting[l.UID], pending[l.LocalIntf], "not wired yet")
 			waiting = append(waiting, fmt.Sprintf("%s (uid %d): %s", l.LocalIntf, l.UID, why))
@@ -64,12 +68,15 @@ func convergedStatus(topo *v1beta1.Topology, pod *corev1.Pod, d desired, kernel 
 		if ls.State == v1beta1.LinkDown {
 			st.DownLinks++
 		}
-		if !ok || ls.LastError != "" || ls.State != v1beta1.LinkUp || !ls.Carrier || ls.FarEnd == v1beta1.FarEndMissing || ls.Physical != nil || len(ls.Faults) > 0 {
+		if !ok || ls.LastError != "" || ls.State != v1beta1.LinkUp || !ls.Carrier || ls.FarEnd == v1beta1.FarEndMissing || offBridge(topo, ls) || ls.Physical != nil || len(ls.Faults) > 0 {
 			unconverged = append(unconverged, ls)
 		}
 		st.Links = append(st.Links, ls)
 	}
 	st.Skipped = skipped
+	if msg := segmentMTUs(topo, st.Links); msg != "" {
+		waiting = append(waiting, msg)
+	}
 	if specBytes(topo)+listedBytes(st.Links) > v1beta1.MaxListingBytes {
 		// The whole list would not fit etcd's request limit beside the
 		// spec.
@@ -98,6 +105,39 @@ func convergedStatus(topo *v1beta1.Topology, pod *corev1.Pod, d desired, kernel 
 		setConditions(&st, topo.Generation, metav1.ConditionTrue, v1beta1.ReasonConverged, msg)
 	}
 	return st
+}
+
+// offBridge tells whether link end ls, in a pod that is an L2 segment, is
+// not a port of the segment's bridge in the kernel.
+func offBridge(topo *v1beta1.Topology, ls v1beta1.LinkStatus) bool {
+	bridge := topo.BridgeName()
+	return bridge != "" && ls.Bridge != bridge
+}
+
+// segmentMTUs says how the ports of a segment's bridge differ in MTU, empty
+// when they do not (or the pod is not a segment): a bridge drops a frame
+// larger than the port it leaves by, and OSPF refuses a neighbour whose
+// MTU differs from its own, so a segment with a veth port (1500 by
+// default) and a VXLAN one (1450 over a 1500-byte network) is not what it
+// says until every link of it has one mtu.
+func segmentMTUs(topo *v1beta1.Topology, ls []v1beta1.LinkStatus) string {
+	if topo.BridgeName() == "" {
+		return ""
+	}
+	byMTU := map[int32]string{}
+	for _, l := range ls {
+		if l.MTU != 0 && byMTU[l.MTU] == "" {
+			byMTU[l.MTU] = l.LocalIntf
+		}
+	}
+	if len(byMTU) < 2 {
+		return ""
+	}
+	var parts []string
+	for _, mtu := range slices.Sorted(maps.Keys(byMTU)) {
+		parts = append(parts, fmt.Sprintf("%s %d", byMTU[mtu], mtu))
+	}
+	return fmt.Sprintf("the ports of bridge %s differ in MTU (%s): set one mtu on every link of the segment, at both ends", topo.BridgeName(), strings.Join(parts, ", "))
 }
 
 // listedBytes is the size of ls in JSON, as the API server stores it.

@@ -240,3 +240,39 @@ func TestFarEndChangedWakesThePeer(t *testing.T) {
 		}
 	}
 }
+
+// TestSegmentReadyOnlyWhenEveryPortIsInItsBridge: a pod with spec.bridge is
+// Ready when the kernel has each of its link ends in the bridge, at one
+// MTU; an end outside it, or ports of two MTUs, keep it pending, naming
+// them.
+func TestSegmentReadyOnlyWhenEveryPortIsInItsBridge(t *testing.T) {
+	topo := topology(
+		v1beta1.Link{UID: 1, PeerPod: "h1", LocalIntf: "p1", PeerIntf: "eth1"},
+		v1beta1.Link{UID: 2, PeerPod: "h2", LocalIntf: "p2", PeerIntf: "eth1"})
+	topo.Spec.Bridge = &v1beta1.Bridge{}
+	pod := &corev1.Pod{Spec: corev1.PodSpec{NodeName: "node-1"}}
+	d, err := desiredState(topo, pod, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := func(intf string, uid uint32, kind meshnetv1.LinkKind, mtu uint32, bridge string) *meshnetv1.LinkStatus {
+		return &meshnetv1.LinkStatus{Interface: intf, Uid: uid, Kind: kind, AdminState: meshnetv1.LinkState_LINK_STATE_UP, Carrier: true, Mtu: mtu, Bridge: bridge}
+	}
+	veth, vxlan := meshnetv1.LinkKind_LINK_KIND_VETH, meshnetv1.LinkKind_LINK_KIND_VXLAN
+	for _, c := range []struct {
+		name    string
+		kernel  map[string]*meshnetv1.LinkStatus
+		ready   metav1.ConditionStatus
+		message string
+	}{
+		{"every port in br0", map[string]*meshnetv1.LinkStatus{"p1": end("p1", 1, veth, 1400, "br0"), "p2": end("p2", 2, vxlan, 1400, "br0")}, metav1.ConditionTrue, "2 links as specified"},
+		{"a port outside", map[string]*meshnetv1.LinkStatus{"p1": end("p1", 1, veth, 1400, "br0"), "p2": end("p2", 2, vxlan, 1400, "")}, metav1.ConditionFalse, "p2 (uid 2): not a port of bridge br0 yet"},
+		{"two MTUs", map[string]*meshnetv1.LinkStatus{"p1": end("p1", 1, veth, 1500, "br0"), "p2": end("p2", 2, vxlan, 1450, "br0")}, metav1.ConditionFalse, "the ports of bridge br0 differ in MTU (p2 1450, p1 1500)"},
+	} {
+		st := convergedStatus(topo, pod, d, c.kernel, nil)
+		ready := meta.FindStatusCondition(st.Conditions, v1beta1.ConditionReady)
+		if ready.Status != c.ready || !strings.Contains(ready.Message, c.message) {
+			t.Errorf("%s: Ready %s: %s; want %s naming %q", c.name, ready.Status, ready.Message, c.ready, c.message)
+		}
+	}
+}

@@ -86,7 +86,7 @@ func (s cniServer) SetupPod(ctx context.Context, req *meshnetv1.SetupPodRequest)
 	// Released before the watcher's hold: the read at its release finds a
 	// sandbox whose ADD failed abandoned already, and reports nothing of it.
 	defer rc.setAdding(cni.GetContainerId())()
-	sandbox.Adding, sandbox.Links = true, recLinks
+	sandbox.Adding, sandbox.Links, sandbox.Bridge = true, recLinks, topo.BridgeName()
 	if err := rc.putRecord(sandbox); err != nil {
 		return nil, status.Errorf(codes.Internal, "pod %s: %v", k, err)
 	}

@@ -41,12 +41,19 @@ func protoPeer(namespace string, l v1beta1.Link, peerNode string) *meshnetv1.Pee
 	}}}
 }
 
-// end is the kernel end of a Topology link in ns, in a pod whose Topology
-// asks for IPv6 link-local addresses or not (linkLocal).
-func end(ns *links.Netns, name, ip string, mtu *int32, state *v1beta1.LinkState, linkLocal bool) (links.End, error) {
-	e := links.End{NS: ns, Name: name, Down: state != nil && *state == v1beta1.LinkDown, NoIPv6LinkLocal: !linkLocal}
+// end is the kernel end of a Topology link in ns, in a pod with Topology
+// topo (nil when it has none yet): with IPv6 link-local addresses or not,
+// and, in a pod that is an L2 segment, a port of its bridge, without
+// addresses (an address on a bridge's port is never answered; a member's
+// peer_ip does not apply there).
+func end(ns *links.Netns, name, ip string, mtu *int32, state *v1beta1.LinkState, topo *v1beta1.Topology) (links.End, error) {
+	e := links.End{NS: ns, Name: name, Down: state != nil && *state == v1beta1.LinkDown, NoIPv6LinkLocal: !topo.LinkLocalIPv6()}
 	if mtu != nil {
 		e.MTU = int(*mtu)
+	}
+	if e.Bridge = topo.BridgeName(); e.Bridge != "" {
+		e.NoIPv6LinkLocal = true
+		return e, nil
 	}
 	if ip != "" {
 		p, err := netip.ParsePrefix(ip)
@@ -93,7 +100,7 @@ func (rc *Reconciler) wireLink(ctx context.Context, p pod, l v1beta1.Link) (wire
 	kind := kindOf(l)
 	res := &meshnetv1.LinkResult{Interface: l.LocalIntf, Uid: uint32(l.UID), Peer: protoPeer(p.key.Namespace, l, "")}
 	rec := podstore.Link{UID: l.UID, LocalIntf: l.LocalIntf, Kind: kind, PeerPod: l.PeerPod, PeerIntf: l.PeerIntf}
-	self, err := end(p.ns, l.LocalIntf, l.LocalIP, l.MTU, l.State, p.topo.LinkLocalIPv6())
+	self, err := end(p.ns, l.LocalIntf, l.LocalIP, l.MTU, l.State, p.topo)
 	if err != nil {
 		return wired{}, err
 	}
@@ -281,7 +288,7 @@ func (rc *Reconciler) wireVeth(ctx context.Context, p pod, l v1beta1.Link, self 
 		return wired{result: res, record: rec}, nil
 	}
 	defer peerNS.Close()
-	other, err := end(peerNS, l.PeerIntf, peerIP, peerMTU, peerState, pt.LinkLocalIPv6())
+	other, err := end(peerNS, l.PeerIntf, peerIP, peerMTU, peerState, pt)
 	if err != nil {
 		return wired{}, fmt.Errorf("link %d: %w", l.UID, err)
 	}

@@ -79,7 +79,7 @@ func (s peerServer) CreateRemoteEnd(ctx context.Context, req *meshnetv1.CreateRe
 		return nil, status.Errorf(codes.FailedPrecondition, "pod %s: %v", k, err)
 	}
 	defer ns.Close()
-	self, err := end(ns, l.LocalIntf, l.LocalIP, l.MTU, l.State, topo.LinkLocalIPv6())
+	self, err := end(ns, l.LocalIntf, l.LocalIP, l.MTU, l.State, topo)
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "pod %s: %v", k, err)
 	}

@@ -240,6 +240,7 @@ func fillKernel(ls *meshnetv1.LinkStatus, k links.Reading) {
 	ls.AdminState = apiState(k.AdminUp)
 	ls.Carrier = k.Carrier
 	ls.Mtu = uint32(k.MTU)
+	ls.Bridge = k.Master
 	for _, a := range k.Addrs {
 		if !links.Configured(a.Addr()) {
 			continue

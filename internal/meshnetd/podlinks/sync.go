@@ -69,6 +69,9 @@ func (rc *Reconciler) SyncLinks(ctx context.Context, k podstore.Key, generation 
 	if err != nil {
 		return fmt.Errorf("pod %s: %w", k, err)
 	}
+	if err := rc.syncBridge(k, ns, rec, topo.BridgeName(), log); err != nil {
+		return fmt.Errorf("pod %s: %w", k, err)
+	}
 	add, drop, lost, owed := linkChanges(rec.Links, want, names)
 	for _, l := range lost {
 		log.Warn("link lost from the pod's network namespace: wiring it again", "link", l.UID, "intf", l.LocalIntf, "peer", l.PeerPod)
@@ -350,4 +353,46 @@ func (rc *Reconciler) owedFarEnds(k podstore.Key, rec podstore.Pod, owed []v1bet
 		})
 	}
 	return out
+}
+
+// syncBridge converges pod k's segment bridge to want, its Topology's
+// (empty when the pod is not a segment): every recorded end a port of it
+// (an end made by a peer's ADD before this pod's Topology said bridge is
+// not yet, nor one someone took out of it), and a bridge the Topology no
+// longer names removed, its ports left as plain interfaces. Ends made
+// later join it as they are made (the end's Bridge).
+func (rc *Reconciler) syncBridge(k podstore.Key, ns *links.Netns, rec podstore.Pod, want string, log *slog.Logger) error {
+	if want == "" && rec.Bridge == "" {
+		return nil
+	}
+	if rec.Bridge != "" && rec.Bridge != want {
+		n, err := links.RemoveBridges(ns, want)
+		if err != nil {
+			return err
+		}
+		log.Info("bridge no longer in the Topology removed", "bridge", rec.Bridge, "removed", n)
+	}
+	if want != "" {
+		var ports []string
+		for _, l := range rec.Links {
+			if l.Kind != "" {
+				ports = append(ports, l.LocalIntf)
+			}
+		}
+		moved, err := links.EnsurePorts(ns, want, ports)
+		if err != nil {
+			return err
+		}
+		if moved > 0 {
+			log.Info("link ends made ports of the pod's bridge", "bridge", want, "moved", moved)
+		}
+	}
+	if rec.Bridge == want {
+		return nil
+	}
+	return rc.updateRecord(k, func(pp *podstore.Pod) {
+		if pp.ContainerID == rec.ContainerID {
+			pp.Bridge = want
+		}
+	})
 }

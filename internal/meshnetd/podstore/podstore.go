@@ -38,6 +38,10 @@ type Pod struct {
 	// never have it.
 	Adding bool   `json:"adding,omitempty"`
 	Links  []Link `json:"links,omitempty"`
+	// Bridge is the bridge meshnet makes the pod's link ends ports of (its
+	// Topology's spec.bridge, an L2 segment), so that one dropped from the
+	// Topology is removed; empty for a pod that is not a segment.
+	Bridge string `json:"bridge,omitempty"`
 	// Runtime is what runtime calls set on the pod, in the JSON of their
 	// owner (podlinks), which the store keeps and does not read, as
 	// containerd keeps a plugin's extension in a container's record. Put

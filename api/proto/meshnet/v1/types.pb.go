@@ -1208,7 +1208,10 @@ type LinkStatus struct {
 	ReadTime *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=read_time,json=readTime,proto3" json:"read_time,omitempty"`
 	// Packets the root qdisc dropped (netem's loss and queue overflow),
 	// cumulative since the qdisc was installed; 0 without a root qdisc.
-	QdiscDrops    uint64 `protobuf:"varint,18,opt,name=qdisc_drops,json=qdiscDrops,proto3" json:"qdisc_drops,omitempty"`
+	QdiscDrops uint64 `protobuf:"varint,18,opt,name=qdisc_drops,json=qdiscDrops,proto3" json:"qdisc_drops,omitempty"`
+	// The bridge this end is a port of in its pod (a Topology's bridge, an
+	// L2 segment); empty when none.
+	Bridge        string `protobuf:"bytes,19,opt,name=bridge,proto3" json:"bridge,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1367,6 +1370,13 @@ func (x *LinkStatus) GetQdiscDrops() uint64 {
 		return x.QdiscDrops
 	}
 	return 0
+}
+
+func (x *LinkStatus) GetBridge() string {
+	if x != nil {
+		return x.Bridge
+	}
+	return ""
 }
 
 // LinkResult reports what one call did to one link of a pod.
@@ -1540,7 +1550,7 @@ const file_meshnet_v1_types_proto_rawDesc = "" +
 	"\btx_drops\x18\x06 \x01(\x04R\atxDrops\x12\x1b\n" +
 	"\trx_errors\x18\a \x01(\x04R\brxErrors\x12\x1b\n" +
 	"\ttx_errors\x18\b \x01(\x04R\btxErrors\x12'\n" +
-	"\x0fcarrier_changes\x18\t \x01(\x04R\x0ecarrierChanges\"\xa5\x05\n" +
+	"\x0fcarrier_changes\x18\t \x01(\x04R\x0ecarrierChanges\"\xbd\x05\n" +
 	"\n" +
 	"LinkStatus\x12$\n" +
 	"\x03pod\x18\x01 \x01(\v2\x12.meshnet.v1.PodRefR\x03pod\x12\x1c\n" +
@@ -1566,7 +1576,8 @@ const file_meshnet_v1_types_proto_rawDesc = "" +
 	"last_error\x18\x10 \x01(\tR\tlastError\x127\n" +
 	"\tread_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\breadTime\x12\x1f\n" +
 	"\vqdisc_drops\x18\x12 \x01(\x04R\n" +
-	"qdiscDrops\"\xfd\x01\n" +
+	"qdiscDrops\x12\x16\n" +
+	"\x06bridge\x18\x13 \x01(\tR\x06bridge\"\xfd\x01\n" +
 	"\n" +
 	"LinkResult\x12\x1c\n" +
 	"\tinterface\x18\x01 \x01(\tR\tinterface\x12\x10\n" +
