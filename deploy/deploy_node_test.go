@@ -185,6 +185,7 @@ func TestNodeMeshnetAsInstalled(t *testing.T) {
 		t.Run("FloodOnOneNode", func(t *testing.T) { floodOnOneNode(t, c, ns, editor) })
 	})
 	t.Run("ContainerlabFRRLab", func(t *testing.T) { containerlabFRRLab(t, c, "clab") })
+	t.Run("BroadcastSegmentAcrossNodes", func(t *testing.T) { broadcastSegmentAcrossNodes(t, c, "lan") })
 	t.Run("MacvlanToTheNodeNIC", func(t *testing.T) {
 		ns := "macvlan"
 		// Without a cluster admin's consent the macvlan is refused at

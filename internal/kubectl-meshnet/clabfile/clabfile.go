@@ -186,6 +186,9 @@ func (p *parser) topology(raw json.RawMessage) {
 		p.links(raw)
 	}
 	for _, n := range p.lab.nodes {
+		if n.bridge {
+			continue // no container: inherited binds and exec are the containers' (bridge)
+		}
 		p.binds(n)
 		p.exec(n)
 	}

@@ -98,14 +98,33 @@ var (
 	topologyFields = []string{"defaults", "groups", "kinds", "links", "nodes"}
 )
 
-// kindReasons say why a kind other than linux is refused.
+// bridgeKinds are the kinds that make an L2 segment: a pod whose Topology
+// has spec.bridge. An ovs-bridge is a Linux bridge too: the segment learns
+// and floods as a switch does, without Open vSwitch's flows.
+var bridgeKinds = map[string]bool{"bridge": true, "ovs-bridge": true}
+
+// BridgeImage is the image of a bridge node's pod, which runs nothing: the
+// segment is the bridge meshnetd makes in the pod's network namespace. It
+// is the pause image every node already has for its sandboxes.
+const BridgeImage = "registry.k8s.io/pause:3.10"
+
+// SegmentMTU is the mtu of a link to a bridge node whose file sets none:
+// one MTU on every port, which a segment needs (a bridge drops a frame
+// larger than the port it leaves by; OSPF refuses a neighbour of another
+// MTU), and the most a VXLAN between nodes carries over a 1500-byte
+// network, as a segment's ports may be.
+const SegmentMTU = 1450
+
+// bridgeNodeKeys are the settings a bridge node uses; containerlab reads no
+// other of a bridge either.
+var bridgeNodeKeys = []string{"group", "kind", "labels"}
+
+// kindReasons say why a kind other than linux and the bridges is refused.
 var kindReasons = map[string]string{
-	"bridge":        "a Linux bridge in the containerlab host's namespace: meshnet's links are point to point between pods",
-	"ovs-bridge":    "an Open vSwitch bridge in the containerlab host's namespace: meshnet's links are point to point between pods",
 	"host":          "the containerlab host itself, which a cluster does not have",
 	"ext-container": "a container containerlab did not start: meshnet wires only the pods it makes",
 	"k8s-kind":      "a kind cluster in containerlab's host",
 }
 
 // otherKindReason is why a network OS kind (srl, ceos, vr-*...) is refused.
-const otherKindReason = "containerlab starts this kind with settings of its own (interface mapping, boot checks, its startup configuration) that meshnet does not reproduce; only kind linux is converted"
+const otherKindReason = "containerlab starts this kind with settings of its own (interface mapping, boot checks, its startup configuration) that meshnet does not reproduce; only kinds linux, bridge and ovs-bridge are converted"

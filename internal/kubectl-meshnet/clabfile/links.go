@@ -84,10 +84,14 @@ func (p *parser) links(raw json.RawMessage) {
 	for _, n := range p.lab.nodes {
 		byName[n.name] = n
 	}
-	for _, l := range f.Links {
-		for i, e := range l.Endpoints {
-			if l.IsPod(i) {
-				byName[e.Name].intfs = append(byName[e.Name].intfs, e.Intf)
+	for i, l := range f.Links {
+		for j, e := range l.Endpoints {
+			if !l.IsPod(j) {
+				continue
+			}
+			byName[e.Name].intfs = append(byName[e.Name].intfs, e.Intf)
+			if byName[e.Name].bridge && l.MTU == nil {
+				f.Links[i].MTU = new(int32(SegmentMTU))
 			}
 		}
 	}

@@ -201,6 +201,10 @@ type node struct {
 	runAsUser     *int64
 	runAsGroup    *int64
 
+	// bridge is a node of a bridge kind: an L2 segment, whose pod runs
+	// nothing and whose Topology has spec.bridge.
+	bridge bool
+
 	chain chain
 	// intfs are the node's link interfaces in link order: exec waits for
 	// them, CLAB_INTFS counts them.
@@ -296,6 +300,9 @@ func (p *parser) resolveNode(name string) *node {
 	case kind.value == "":
 		p.errorf("%s.kind: missing (set it on the node, its group or topology.defaults)", at)
 	case n.kind == kindLinux:
+	case bridgeKinds[n.kind]:
+		p.bridge(n, nd)
+		return n
 	case known:
 		p.errorf("%s: kind %q (%s): not supported: %s", at, kind.value, kind.at, reason)
 	default:
@@ -303,6 +310,33 @@ func (p *parser) resolveNode(name string) *node {
 	}
 	p.settings(n)
 	return n
+}
+
+// bridge resolves the settings of a bridge node, whose pod runs nothing:
+// its labels and group; whatever else the node itself sets is ignored,
+// saying why (containerlab reads nothing else of a bridge either).
+func (p *parser) bridge(n *node, nd *def) {
+	n.bridge = true
+	n.image = BridgeImage
+	n.pullPolicy = corev1.PullIfNotPresent
+	n.restart = corev1.RestartPolicyAlways
+	n.labels = p.labels(n, n.chain.dict("labels"))
+	const reason = "a bridge node is an L2 segment (meshnet's bridge in a pod that runs nothing), not a container"
+	for _, k := range slices.Sorted(maps.Keys(nd.scalars)) {
+		if !slices.Contains(bridgeNodeKeys, k) {
+			p.ignore(nd.scalars[k].at, reason)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(nd.lists)) {
+		if len(nd.lists[k]) > 0 {
+			p.ignore(nd.at+"."+k, reason)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(nd.maps)) {
+		if k != "labels" && len(nd.maps[k]) > 0 {
+			p.ignore(nd.at+"."+k, reason)
+		}
+	}
 }
 
 // settings resolves a node's pod settings along its chain, checking each

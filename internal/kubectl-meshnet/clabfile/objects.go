@@ -80,6 +80,9 @@ func (l *Lab) topologies(namespace string) ([]v1beta1.Topology, error) {
 		if !ok {
 			t = v1beta1.Topology{ObjectMeta: metav1.ObjectMeta{Name: n.name, Namespace: namespace}}
 		}
+		if n.bridge {
+			t.Spec.Bridge = &v1beta1.Bridge{}
+		}
 		t.TypeMeta = metav1.TypeMeta{APIVersion: v1beta1.GroupVersion.String(), Kind: "Topology"}
 		t.Labels = map[string]string{LabLabel: l.Name, NodeLabel: n.name}
 		out = append(out, t)

@@ -359,3 +359,62 @@ func TestParseWithoutDirectory(t *testing.T) {
 	}
 	var _ fs.FS = fstest.MapFS{}
 }
+
+// TestBridges checks that bridge and ovs-bridge nodes become L2 segments:
+// a pod that runs only the pause image, unprivileged, whose Topology has
+// spec.bridge, with the links to it as its ports, each at SegmentMTU
+// unless the file sets mtu; the linux nodes' inherited exec and image do
+// not reach the bridge, and what the bridge node sets itself is listed as
+// ignored.
+func TestBridges(t *testing.T) {
+	l, o := convert(t, `
+name: lan
+topology:
+  defaults: {kind: linux, image: alpine, exec: ["ip link set eth1 up"]}
+  nodes:
+    r1: {}
+    r2: {}
+    r3: {}
+    br1: {kind: bridge, image: ignored, labels: {site: a}}
+    sw1: {kind: ovs-bridge}
+  links:
+    - endpoints: ["r1:eth1", "br1:p1"]
+    - endpoints: ["r2:eth1", "br1:p2"]
+    - endpoints: ["r3:eth1", "sw1:p1"]
+      mtu: 9000
+`, nil)
+	for name, want := range map[string][]v1beta1.Link{
+		"br1": {
+			{UID: 0, PeerPod: "r1", LocalIntf: "p1", PeerIntf: "eth1", MTU: ptr.To[int32](SegmentMTU)},
+			{UID: 1, PeerPod: "r2", LocalIntf: "p2", PeerIntf: "eth1", MTU: ptr.To[int32](SegmentMTU)},
+		},
+		"sw1": {{UID: 2, PeerPod: "r3", LocalIntf: "p1", PeerIntf: "eth1", MTU: ptr.To[int32](9000)}},
+		"r1":  {{UID: 0, PeerPod: "br1", LocalIntf: "eth1", PeerIntf: "p1", MTU: ptr.To[int32](SegmentMTU)}},
+	} {
+		topo := topologyOf(t, o, name)
+		if !reflect.DeepEqual(topo.Spec.Links, want) {
+			t.Errorf("%s links:\n got %+v\nwant %+v", name, topo.Spec.Links, want)
+		}
+		if isBridge := topo.Spec.Bridge != nil; isBridge != (name != "r1") {
+			t.Errorf("%s: spec.bridge %+v", name, topo.Spec.Bridge)
+		}
+	}
+	for _, name := range []string{"br1", "sw1"} {
+		pod := podOf(t, o, name)
+		c := pod.Spec.Containers[0]
+		if c.Image != BridgeImage || c.Lifecycle != nil || c.SecurityContext.Privileged != nil || len(c.Env) != 0 || c.TTY {
+			t.Errorf("%s: container %+v, want the pause image alone, unprivileged, without exec or env", name, c)
+		}
+	}
+	if podOf(t, o, "br1").Labels["site"] != "a" || podOf(t, o, "sw1").Labels[KindLabel] != "ovs-bridge" {
+		t.Errorf("bridge labels: %v, %v", podOf(t, o, "br1").Labels, podOf(t, o, "sw1").Labels)
+	}
+	if !slices.ContainsFunc(l.Ignored, func(ig Ignored) bool { return ig.Field == "topology.nodes.br1.image" }) {
+		t.Errorf("ignored %+v, want topology.nodes.br1.image", l.Ignored)
+	}
+	for _, cm := range o.ConfigMaps {
+		if strings.HasPrefix(cm.Name, "br1") || strings.HasPrefix(cm.Name, "sw1") {
+			t.Errorf("ConfigMap %s for a bridge", cm.Name)
+		}
+	}
+}

@@ -16,6 +16,9 @@ import (
 func (l *Lab) pod(n *node, namespace string) corev1.Pod {
 	labels := maps.Clone(n.labels)
 	maps.Copy(labels, map[string]string{LabLabel: l.Name, NodeLabel: n.name, KindLabel: n.kind, GroupLabel: n.group})
+	if n.bridge {
+		return l.bridgePod(n, namespace, labels)
+	}
 	sc := &corev1.SecurityContext{RunAsUser: n.runAsUser, RunAsGroup: n.runAsGroup}
 	if n.privileged {
 		sc.Privileged = new(true)
@@ -47,6 +50,30 @@ func (l *Lab) pod(n *node, namespace string) corev1.Pod {
 				// (docker run -it): a shell as cmd waits rather than exits.
 				TTY:   true,
 				Stdin: true,
+			}},
+		},
+	}
+}
+
+// bridgePod is bridge node n's pod: one pause container, unprivileged,
+// whose network namespace holds the segment's bridge (meshnetd's).
+func (l *Lab) bridgePod(n *node, namespace string, labels map[string]string) corev1.Pod {
+	return corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: n.name, Namespace: namespace, Labels: labels},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 n.restart,
+			TerminationGracePeriodSeconds: new(int64(0)),
+			AutomountServiceAccountToken:  new(false),
+			EnableServiceLinks:            new(false),
+			Containers: []corev1.Container{{
+				Name:            n.name,
+				Image:           n.image,
+				ImagePullPolicy: n.pullPolicy,
+				SecurityContext: &corev1.SecurityContext{
+					AllowPrivilegeEscalation: new(false),
+					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				},
 			}},
 		},
 	}

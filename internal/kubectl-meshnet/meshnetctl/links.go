@@ -34,6 +34,7 @@ func newLinksCommand(o *options) *cobra.Command {
 as the pod's node read them from the kernel into the Topology's status, and
 its far end (FAR-END) as the far end's own node reads it: up, down, or
 missing (a VXLAN end has carrier whether its far end exists or not).
+-o wide adds BRIDGE: the bridge an end of an L2 segment's pod is a port of.
 A link whose state is <pending> is not wired yet (its status says why).
 
 --counters adds each end's packet, byte and drop counters, read from the
@@ -181,17 +182,18 @@ func printLinks(w io.Writer, views []linkView, wide, withCounters bool) error {
 		head += "\tRX-PACKETS\tTX-PACKETS\tRX-BYTES\tTX-BYTES\tDROPS"
 	}
 	if wide {
-		head += "\tUID\tADDRESS\tWANTED\tFAULTS\tERROR"
+		head += "\tUID\tADDRESS\tWANTED\tBRIDGE\tFAULTS\tERROR"
 	}
 	fmt.Fprintln(tw, head)
 	for _, v := range views {
-		kind, state, carrier, far, mtu, netem, node, faults, lastErr := none, pending, none, none, none, none, none, none, none
+		kind, state, carrier, far, mtu, netem, node, bridge, faults, lastErr := none, pending, none, none, none, none, none, none, none, none
 		switch s := v.Status; {
 		case s != nil:
 			kind, state, carrier = or(string(s.Kind), none), or(string(s.State), pending), yesNo(s.Carrier)
 			far = or(string(s.FarEnd), unknown)
 			mtu, node = strconv.Itoa(int(s.MTU)), or(s.Node, none)
 			netem, faults, lastErr = words(s.Netem), or(strings.Join(s.Faults, ","), none), or(s.LastError, none)
+			bridge = or(s.Bridge, none)
 		case v.AsSpecified:
 			state, carrier = string(v1beta1.LinkUp), "yes"
 			kind, far, mtu, netem, node = unlisted, unlisted, unlisted, unlisted, or(v.Node, unlisted)
@@ -205,7 +207,7 @@ func printLinks(w io.Writer, views []linkView, wide, withCounters bool) error {
 			}
 		}
 		if wide {
-			row = append(row, strconv.Itoa(v.Spec.UID), or(v.Spec.LocalIP, none), wanted(&v.Spec), faults, lastErr)
+			row = append(row, strconv.Itoa(v.Spec.UID), or(v.Spec.LocalIP, none), wanted(&v.Spec), bridge, faults, lastErr)
 		}
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}

@@ -1,0 +1,139 @@
+//go:build node
+
+package deploy_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshnet/meshnet/internal/kubectl-meshnet/clabfile"
+	"github.com/meshnet/meshnet/internal/meshnet-lab/kubecluster"
+)
+
+// lanLab is a containerlab file of three FRR routers on one bridge.
+const lanLab = "../examples/frr-ospf-lan/frr-ospf-lan.clab.yml"
+
+// ospfNeighbour is a line of vtysh's show ip ospf neighbor: the
+// neighbour's router id and its state/role.
+var ospfNeighbour = regexp.MustCompile(`(?m)^(10\.10\.10\.\d+)\s+\d+\s+(\S+)`)
+
+// broadcastSegmentAcrossNodes runs lanLab as kubectl meshnet clab apply
+// converts it, with the pods placed so that the segment spans both nodes:
+// router1 and router2 on the first with nothing else, router3 and lan1
+// (the bridge) on the second, so that lan1 has two VXLAN ports and a veth.
+// OSPF runs over it as a broadcast network: one DR and one BDR are
+// elected and each router is Full with the other two. A cable pull at
+// router3's port cuts router3 off (its neighbours lose it, the others stay
+// Full); the cable put back brings it back, Full.
+func broadcastSegmentAcrossNodes(t *testing.T, c *kubecluster.Cluster, ns string) {
+	ctx := context.Background()
+	data, err := os.ReadFile(lanLab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lab, err := clabfile.Parse(data, os.DirFS(filepath.Dir(lanLab)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := lab.Objects(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := c.Nodes()
+	place := map[string]string{"router1": nodes[0].Name, "router2": nodes[0].Name, "router3": nodes[1].Name, "lan1": nodes[1].Name}
+	for i := range objs.Pods {
+		objs.Pods[i].Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": place[objs.Pods[i].Name]}
+	}
+	var manifest bytes.Buffer
+	if err := objs.WriteYAML(&manifest); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	applyManifest(t, c, ns, manifest.String())
+	kubectl(t, c, "-n", ns, "wait", "--for=condition=Ready", "pod", "--all", "--timeout=3m")
+	kubectl(t, c, "-n", ns, "wait", "--for=condition=Ready", "topology", "--all", "--timeout=1m")
+	t.Logf("the segment lab's pods and Topologies Ready %v after the apply", time.Since(start).Round(time.Second))
+	defer func() {
+		if t.Failed() {
+			for _, r := range []string{"router1", "router2", "router3"} {
+				out, err := c.Kubectl(ctx, "-n", ns, "exec", r, "--", "sh", "-c", "ip -d link show eth1; vtysh -c 'show ip ospf interface eth1'")
+				t.Logf("%s (%v):\n%s", r, err, out)
+			}
+			t.Logf("$ kubectl meshnet links\n%s", kubectlMeshnet(t, c.Kubeconfig, ns, "links"))
+		}
+	}()
+	out := kubectlMeshnet(t, c.Kubeconfig, ns, "links", "lan1")
+	if strings.Count(out, "vxlan") != 2 || strings.Count(out, "veth") != 1 {
+		t.Errorf("lan1's ports: want two VXLANs (router1, router2) and a veth (router3):\n%s", out)
+	}
+
+	roles := func() (map[string]map[string]string, string) {
+		all, seen := map[string]map[string]string{}, ""
+		for _, r := range []string{"router1", "router2", "router3"} {
+			out, _ := c.Kubectl(ctx, "-n", ns, "exec", r, "--", "vtysh", "-c", "show ip ospf neighbor")
+			seen += r + ":\n" + out
+			all[r] = map[string]string{}
+			for _, m := range ospfNeighbour.FindAllStringSubmatch(out, -1) {
+				all[r][m[1]] = m[2]
+			}
+		}
+		return all, seen
+	}
+	full := func(r string, n int) func() (bool, string) {
+		return func() (bool, string) {
+			all, seen := roles()
+			k := 0
+			for _, st := range all[r] {
+				if strings.HasPrefix(st, "Full/") {
+					k++
+				}
+			}
+			return k == n && len(all[r]) == n, seen
+		}
+	}
+	for _, r := range []string{"router1", "router2", "router3"} {
+		eventually(t, 2*time.Minute, r+"'s two OSPF neighbours Full over the segment", full(r, 2))
+	}
+	t.Logf("every OSPF neighbour Full %v after the apply", time.Since(start).Round(time.Second))
+	// One DR and one BDR, as each router sees the others.
+	all, seen := roles()
+	dr, bdr := map[string]bool{}, map[string]bool{}
+	for _, ns := range all {
+		for id, st := range ns {
+			switch st {
+			case "Full/DR":
+				dr[id] = true
+			case "Full/Backup":
+				bdr[id] = true
+			}
+		}
+	}
+	if len(dr) != 1 || len(bdr) != 1 {
+		t.Errorf("DRs %v, BDRs %v; want one of each:\n%s", dr, bdr, seen)
+	}
+	ping(t, c, ns, "router1", "10.10.10.3")
+
+	pulled := time.Now()
+	kubectlMeshnet(t, c.Kubeconfig, ns, "down", "router3", "eth1")
+	eventually(t, 30*time.Second, "router1 without router3, Full with router2", full("router1", 1))
+	t.Logf("router3's cable pulled: router1 lost it %v after kubectl meshnet down started", time.Since(pulled).Round(100*time.Millisecond))
+	eventually(t, 30*time.Second, "router2 without router3", full("router2", 1))
+	if _, err := c.Kubectl(ctx, "-n", ns, "exec", "router1", "--", "ping", "-c", "1", "-W", "1", "10.0.0.3"); err == nil {
+		t.Errorf("router1 reaches router3, whose cable is pulled")
+	}
+	kubectlMeshnet(t, c.Kubeconfig, ns, "up", "router3", "eth1")
+	for _, r := range []string{"router1", "router2", "router3"} {
+		eventually(t, time.Minute, r+"'s two OSPF neighbours Full once the cable is back", full(r, 2))
+	}
+	// Full comes before the routes of the new SPF run are installed.
+	eventually(t, 30*time.Second, "router1 reaching router3's loopback again", func() (bool, string) {
+		out, err := c.Kubectl(ctx, "-n", ns, "exec", "router1", "--", "ping", "-c", "1", "-W", "1", "10.10.10.3")
+		return err == nil, out
+	})
+}
