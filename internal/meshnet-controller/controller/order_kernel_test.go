@@ -44,8 +44,8 @@ func readyThenPing(t *testing.T, l *labnet.Lab, p *labnet.Pod, since time.Time, 
 // records the sandbox, and each Topology's pass makes the links in it,
 // both ends of a veth and a VXLAN, with their addresses. Then a pod made
 // again (a new sandbox: DEL, then ADD of another network namespace) is
-// wired again, and so is a Topology deleted and created again with a
-// changed address.
+// wired again. Topologies deleted take their pods' links with them, both
+// ends, and created again wire them again.
 func TestKernelPodsBeforeTopologies(t *testing.T) {
 	l := labnet.New(t, bins)
 	a, b := l.AddNode("node-a", "ens3"), l.AddNode("node-b", "enp0s8")
@@ -93,14 +93,36 @@ func TestKernelPodsBeforeTopologies(t *testing.T) {
 		t.Fatalf("r3's new sandbox Ready, but: %v", err)
 	}
 
-	// r2's Topology deleted, then created again with another address.
-	if err := l.Client.Delete(context.Background(), get(t, l, "r2")); err != nil {
-		t.Fatal(err)
+	// r2's and r3's Topologies deleted: a pod without a Topology is a pod
+	// without links, so the veth goes (both ends) and so does the VXLAN,
+	// r1's end on the other node too; r1 waits for its peers.
+	deleted := time.Now()
+	for _, name := range []string{"r2", "r3"} {
+		if err := l.Client.Delete(context.Background(), get(t, l, name)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	waitTopologyGone(t, l, "r2")
+	waitTopologyGone(t, l, "r3")
+	for _, end := range []struct {
+		p    *labnet.Pod
+		intf string
+	}{{r2, "eth1"}, {r1, "eth1"}, {r3, "eth1"}, {r1, "eth2"}} {
+		waitGone(t, end.p.Netns, end.intf, 10*time.Second)
+	}
+	t.Logf("links of the deleted Topologies gone from both nodes %v after the deletes", time.Since(deleted).Round(time.Millisecond))
+	waitStatus(t, l, "r1", 10*time.Second, func(topo *v1beta1.Topology) bool {
+		ready := condition(&topo.Status, v1beta1.ConditionReady)
+		return ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason == v1beta1.ReasonLinksPending
+	})
+
+	// Created again: the links are made again, both ends.
 	start = time.Now()
 	topology(t, l, "r2", link(1, "r1", "eth1", "eth1", "10.0.1.2/30", "10.0.1.1/30"))
+	topology(t, l, "r3", link(2, "r1", "eth1", "eth2", "10.0.2.2/30", "10.0.2.1/30"))
 	readyThenPing(t, l, r2, start, "10.0.1.1")
+	readyThenPing(t, l, r3, start, "10.0.2.1")
+	readyThenPing(t, l, r1, start, "10.0.1.2", "10.0.2.2")
 	if st := get(t, l, "r2").Status; st.ContainerID != r2.ContainerID {
 		t.Errorf("Topology r2 created again names sandbox %q, want %q", st.ContainerID, r2.ContainerID)
 	}

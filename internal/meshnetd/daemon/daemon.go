@@ -243,6 +243,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer podLinks.Close()
+	w.topologies.OnDelete(podLinks.TopologyDeleted)
 	dataSrv := dataserver.New(dataserver.Config{Reader: w.namespaces, Log: cfg.Log, Links: &daemonclient.Daemons{
 		Node: cfg.NodeName, Local: podLinks.LinkServer(), Dial: pool.Conn,
 		Resolver: &partition.Resolver{Reader: w.endpoints, Namespace: cfg.DaemonNamespace, Service: cfg.DaemonService, Port: "grpc"},

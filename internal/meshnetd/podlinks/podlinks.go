@@ -132,6 +132,9 @@ type Reconciler struct {
 	// again by this daemon (askOwed), 5 s after it was not made and at
 	// most 30 s apart: no controller's pass is needed, nor a controller.
 	owed workqueue.TypedRateLimitingInterface[podstore.Key]
+	// unwired holds the pods whose Topology was deleted, whose links go
+	// (TopologyDeleted).
+	unwired workqueue.TypedRateLimitingInterface[podstore.Key]
 
 	// toPeers bounds the calls in flight to each other node's meshnetd.
 	toPeers peerQueues
@@ -174,6 +177,9 @@ func New(cfg Config) (*Reconciler, error) {
 		owed: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[podstore.Key](owedRetry, owedRetryMax),
 			workqueue.TypedRateLimitingQueueConfig[podstore.Key]{Name: "far-ends-owed"}),
+		unwired: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[podstore.Key](),
+			workqueue.TypedRateLimitingQueueConfig[podstore.Key]{Name: "topology-deleted"}),
 	}
 	if rc.remote == nil && cfg.Peers != nil {
 		rc.remote = rc

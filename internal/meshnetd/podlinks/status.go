@@ -38,6 +38,7 @@ func (rc *Reconciler) runQueues(ctx context.Context) {
 		<-ctx.Done()
 		rc.status.ShutDown()
 		rc.owed.ShutDown()
+		rc.unwired.ShutDown()
 	}()
 	var wg sync.WaitGroup
 	// The far ends a daemon before this one left owed.
@@ -47,6 +48,7 @@ func (rc *Reconciler) runQueues(ctx context.Context) {
 		}
 	}
 	rc.serve(ctx, &wg, rc.owed, owedWorkers, "far ends owed not asked for", rc.askOwed)
+	rc.serve(ctx, &wg, rc.unwired, unwiredWorkers, "links of a pod whose Topology was deleted not removed", rc.unwire)
 	rc.serve(ctx, &wg, rc.status, statusWorkers, "topology status not written", func(ctx context.Context, k podstore.Key) error {
 		err := rc.writeStatus(ctx, k)
 		if err == nil {

@@ -35,6 +35,8 @@ type Tracker struct {
 
 	mu      sync.Mutex
 	tracked map[client.ObjectKey]*tracked
+	// onDelete is told of each tracked Topology deleted (OnDelete).
+	onDelete func(client.ObjectKey)
 }
 
 type tracked struct {
@@ -74,6 +76,28 @@ func (t *Tracker) Follow(s *podstore.Store) {
 	for _, p := range s.List() {
 		t.Track(objectKey(p.Key()))
 	}
+}
+
+// OnDelete has f called with the name of each tracked Topology its watch
+// sees deleted, of those tracked now and later; call it once. f must not
+// block: the watch waits for it.
+func (t *Tracker) OnDelete(f func(client.ObjectKey)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.onDelete = f
+	for k, tr := range t.tracked {
+		t.tellDeletes(k, tr.informer)
+	}
+}
+
+// tellDeletes hands the deletes inf sees of Topology k to t.onDelete.
+func (t *Tracker) tellDeletes(k client.ObjectKey, inf toolscache.SharedIndexInformer) {
+	if t.onDelete == nil {
+		return
+	}
+	f := t.onDelete
+	// An informer stopped already (untracked) has nothing more to tell.
+	_, _ = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{DeleteFunc: func(any) { f(k) }})
 }
 
 // Track starts watching the Topology named k, which need not exist yet.
@@ -164,6 +188,7 @@ func (t *Tracker) trackLocked(k client.ObjectKey) {
 		DisableChunking: true,
 	}
 	inf := toolscache.NewSharedIndexInformerWithOptions(lw, &v1beta1.Topology{}, toolscache.SharedIndexInformerOptions{})
+	t.tellDeletes(k, inf)
 	ctx, cancel := context.WithCancel(t.base)
 	go inf.RunWithContext(ctx)
 	t.tracked[k] = &tracked{informer: inf, cancel: cancel}

@@ -172,3 +172,63 @@ func TestClusterTrackerSharesOnlyWhenAsked(t *testing.T) {
 		t.Error("changing a plain Get's copy changed the cache")
 	}
 }
+
+// TestClusterTrackerTellsDeletes: OnDelete's function hears of the deletes
+// of the Topologies tracked before it was set and after, and of nothing
+// else: not of an untracked pod's, nor of an edit.
+func TestClusterTrackerTellsDeletes(t *testing.T) {
+	env := clustertest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "lab"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"r1", "r2", "r3"} {
+		if err := env.Client.Create(ctx, &v1beta1.Topology{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := New(c)
+	defer tr.Close()
+	r1, r2 := client.ObjectKey{Namespace: "lab", Name: "r1"}, client.ObjectKey{Namespace: "lab", Name: "r2"}
+	tr.Track(r1)
+	deleted := make(chan client.ObjectKey, 10)
+	tr.OnDelete(func(k client.ObjectKey) { deleted <- k })
+	tr.Track(r2)
+	for _, k := range []client.ObjectKey{r1, r2} {
+		err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+			return tr.Get(ctx, k, &v1beta1.Topology{}) == nil, nil
+		})
+		if err != nil {
+			t.Fatalf("Get(%s) never found it: %v", k, err)
+		}
+	}
+	env.WriteTopologyStatus(t, r1, 1)
+	for _, name := range []string{"r3", "r1", "r2"} {
+		if err := env.Client.Delete(ctx, &v1beta1.Topology{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	timeout := time.After(10 * time.Second)
+	for len(got) < 2 {
+		select {
+		case k := <-deleted:
+			got = append(got, k.String())
+		case <-timeout:
+			t.Fatalf("deletes told: %v, want lab/r1 and lab/r2", got)
+		}
+	}
+	select {
+	case k := <-deleted:
+		got = append(got, k.String())
+	case <-time.After(500 * time.Millisecond):
+	}
+	if fmt.Sprint(got) != "[lab/r1 lab/r2]" {
+		t.Errorf("deletes told: %v, want [lab/r1 lab/r2] (r3 is not tracked, an edit is not a delete)", got)
+	}
+}
