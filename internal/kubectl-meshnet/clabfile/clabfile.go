@@ -36,8 +36,8 @@ const (
 type Lab struct {
 	// Name is the lab's name, the LabLabel of its objects.
 	Name string
-	// Nodes are the nodes' names, sorted: each is the name of a Pod and of
-	// a Topology.
+	// Nodes are the names of the nodes' pods (PodName), in the order of
+	// the nodes' names: each is the name of a Pod and of a Topology.
 	Nodes []string
 	// Ignored are the file's settings that have no effect here, each with
 	// why, in the order found, so that a CLI can say so: nothing the file
@@ -83,7 +83,7 @@ func Parse(data []byte, dir fs.FS, env LookupEnv) (*Lab, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &parser{dir: dir, lab: &Lab{}, said: map[string]bool{}, badNames: map[string]bool{}, files: map[string]*source{}}
+	p := &parser{dir: dir, lab: &Lab{}, said: map[string]bool{}, badNames: map[string]bool{}, pods: map[string]string{}, files: map[string]*source{}}
 	p.top(top)
 	if len(p.errs) > 0 {
 		return nil, errors.Join(p.errs...)
@@ -106,6 +106,8 @@ type parser struct {
 	nodes    map[string]*def
 	// badNames are the nodes whose names cannot be a pod's.
 	badNames map[string]bool
+	// pods maps each pod name given to the node that has it.
+	pods map[string]string
 	// files caches what was read of a bind's source, by its path in dir:
 	// a group's binds are read once, not once per node.
 	files map[string]*source

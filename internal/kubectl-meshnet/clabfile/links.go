@@ -82,7 +82,7 @@ func (p *parser) links(raw json.RawMessage) {
 	p.lab.links = f
 	byName := map[string]*node{}
 	for _, n := range p.lab.nodes {
-		byName[n.name] = n
+		byName[n.pod] = n
 	}
 	for i, l := range f.Links {
 		for j, e := range l.Endpoints {
@@ -131,11 +131,15 @@ func (p *parser) link(uid int, raw json.RawMessage, places linkPlaces) (l topofi
 	}
 	macvlan := p.linkEnds(at, uid, typ, m, &l, places)
 	p.linkCommon(at, m, &l, macvlan)
-	for _, e := range l.Endpoints {
+	for i, e := range l.Endpoints {
 		if p.badNames[e.Name] {
 			// A node whose name cannot be a pod's is refused at the
 			// node; its links are left out rather than refused again.
 			return l, false
+		}
+		if l.IsPod(i) {
+			// From here on a link names its ends' pods.
+			l.Endpoints[i].Name = PodName(e.Name)
 		}
 	}
 	return l, len(p.errs) == n

@@ -182,7 +182,10 @@ func (c chain) dict(key string) map[string]item {
 
 // node is a node with its settings resolved along its chain.
 type node struct {
+	// name is the node's name in the file; pod, the name of its pod and
+	// Topology (PodName).
 	name  string
+	pod   string
 	kind  string
 	group string
 	// kindAsWritten is the kind as the file writes it, a key of
@@ -234,7 +237,7 @@ func (p *parser) resolveNodes() {
 		if n.group != "" {
 			usedGroups[n.group] = append(usedGroups[n.group], name)
 		}
-		p.lab.Nodes = append(p.lab.Nodes, name)
+		p.lab.Nodes = append(p.lab.Nodes, n.pod)
 		p.lab.nodes = append(p.lab.nodes, n)
 	}
 	p.report(p.defaults, "")
@@ -268,6 +271,31 @@ func (p *parser) report(d *def, users string) {
 	}
 }
 
+// PodName is the name of the pod and Topology of containerlab node name:
+// name itself when it is a DNS-1123 label (router1), else name in lower
+// case with '-' for each character a pod name cannot have, without a
+// leading or trailing '-' (PC1 is pc1, Spine_1 is spine-1); "" when that
+// is no DNS-1123 label either. The node's own name stays in the pod's
+// NodeLabel, which kubectl meshnet accepts wherever it takes a pod.
+func PodName(name string) string {
+	if len(validation.IsDNS1123Label(name)) == 0 {
+		return name
+	}
+	pod := strings.Trim(strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r - 'A' + 'a'
+		}
+		return '-'
+	}, name), "-")
+	if len(validation.IsDNS1123Label(pod)) > 0 {
+		return ""
+	}
+	return pod
+}
+
 // resolveNode finds a node's kind and group as containerlab does (the kind
 // from the node, its group, the group of topology.defaults, then
 // topology.defaults; the group from the node, its kind, then
@@ -276,16 +304,22 @@ func (p *parser) resolveNode(name string) *node {
 	nd := p.nodes[name]
 	n := &node{name: name}
 	at := nd.at
-	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
-		hint := ""
-		if lower := strings.ToLower(name); len(validation.IsDNS1123Label(lower)) == 0 {
-			hint = fmt.Sprintf(", like %q", lower)
-		}
-		p.errorf("%s: %q names the node's pod, so it must be a DNS-1123 label (at most 63 lower case letters, digits and '-', a letter or digit at each end): rename the node%s", at, name, hint)
+	n.pod = PodName(name)
+	switch taken, dup := p.pods[n.pod]; {
+	case n.pod == "":
+		p.errorf("%s: %q cannot name a pod: in lower case, with '-' for what a pod name cannot have, it is not a DNS-1123 label (at most 63 letters, digits and '-', a letter or digit at each end); rename the node", at, name)
 		p.badNames[name] = true
-	} else if name == topofile.Localhost {
+	case dup:
+		p.errorf("%s: %q names pod %s, as node %q does: rename one of them", at, name, n.pod, taken)
+		p.badNames[name] = true
+	case n.pod == topofile.Localhost:
 		p.errorf("%s: %q is what meshnet calls the node's NIC in a link; rename the node", at, name)
 		p.badNames[name] = true
+	case len(content.IsLabelValue(name)) > 0:
+		p.errorf("%s: %q cannot be the value of the pod's %s label: %s; rename the node", at, name, NodeLabel, strings.Join(content.IsLabelValue(name), "; "))
+		p.badNames[name] = true
+	default:
+		p.pods[n.pod] = name
 	}
 	kind, _ := chain{nd, p.groups[nd.scalars["group"].value], p.groups[p.defaults.scalars["group"].value], p.defaults}.scalar("kind")
 	group, _ := chain{nd, p.kinds[kind.value], p.defaults}.scalar("group")

@@ -303,3 +303,58 @@ topology:
 		t.Errorf("%d ignored settings, want 14: %v", len(got), lab.Ignored)
 	}
 }
+
+// TestPodName checks how a node's name becomes its pod's.
+func TestPodName(t *testing.T) {
+	for name, want := range map[string]string{
+		"router1": "router1", "xn--a-b": "xn--a-b", // a DNS-1123 label is kept as it is
+		"PC1": "pc1", "Spine_1": "spine-1", "leaf.1": "leaf-1", "_r1_": "r1", "R--1": "r--1",
+		"__": "", strings.Repeat("A", 64): "",
+	} {
+		if got := PodName(name); got != want {
+			t.Errorf("PodName(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+// TestNodeNamesThatAreNotPodNames: containerlab accepts node names with
+// capitals and underscores (its own examples have PC1); their pods and
+// Topologies are named by PodName, links name the peers' pods, the label
+// keeps the node's name, and __clabNodeName__ in a bind or an exec is the
+// node's name, as containerlab replaces it.
+func TestNodeNamesThatAreNotPodNames(t *testing.T) {
+	l, o := convert(t, `
+name: caps
+topology:
+  defaults: {kind: linux, image: alpine}
+  nodes:
+    PC1:
+      binds: ["__clabNodeName__/motd:/etc/motd"]
+      exec: ["echo __clabNodeName__"]
+    Spine_1: {}
+  links:
+    - endpoints: ["PC1:eth1", "Spine_1:eth1"]
+`, files("PC1/motd", "hello\n"))
+	if !slices.Equal(l.Nodes, []string{"pc1", "spine-1"}) {
+		t.Errorf("Nodes = %v, want [pc1 spine-1]", l.Nodes)
+	}
+	pc1, spine := podOf(t, o, "pc1"), podOf(t, o, "spine-1")
+	if pc1.Labels[NodeLabel] != "PC1" || spine.Labels[NodeLabel] != "Spine_1" || pc1.Spec.Containers[0].Name != "pc1" {
+		t.Errorf("labels %v, %v; container %s", pc1.Labels, spine.Labels, pc1.Spec.Containers[0].Name)
+	}
+	if ls := topologyOf(t, o, "pc1").Spec.Links; len(ls) != 1 || ls[0].PeerPod != "spine-1" {
+		t.Errorf("pc1's links %+v, want one to spine-1", ls)
+	}
+	if ls := topologyOf(t, o, "spine-1").Spec.Links; len(ls) != 1 || ls[0].PeerPod != "pc1" {
+		t.Errorf("spine-1's links %+v, want one to pc1", ls)
+	}
+	var script string
+	for _, cm := range o.ConfigMaps {
+		if strings.HasPrefix(cm.Name, "pc1-exec") {
+			script = cm.Data[execScript]
+		}
+	}
+	if !strings.Contains(script, "echo PC1") {
+		t.Errorf("exec script does not echo the node's name PC1:\n%s", script)
+	}
+}

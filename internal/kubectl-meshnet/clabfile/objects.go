@@ -44,12 +44,12 @@ func (l *Lab) Objects(namespace string) (Objects, error) {
 	for _, n := range l.nodes {
 		pod := l.pod(n, namespace)
 		if len(n.exec) > 0 {
-			o.ConfigMaps = append(o.ConfigMaps, l.configMap(n, namespace, names.exec(n.name),
+			o.ConfigMaps = append(o.ConfigMaps, l.configMap(n, namespace, names.exec(n.pod),
 				map[string]string{execScript: n.execHookScript()}, nil))
-			addExecHook(&pod, names.exec(n.name), names.execState(n.name))
+			addExecHook(&pod, names.exec(n.pod), names.execState(n.pod))
 		}
 		for _, b := range n.binds {
-			name := names.bind(n.name, b.dst)
+			name := names.bind(n.pod, b.dst)
 			data, binary := b.data()
 			o.ConfigMaps = append(o.ConfigMaps, l.configMap(n, namespace, name, data, binary))
 			mountBind(&pod, name, b)
@@ -76,9 +76,9 @@ func (l *Lab) topologies(namespace string) ([]v1beta1.Topology, error) {
 	}
 	out := make([]v1beta1.Topology, 0, len(l.nodes))
 	for _, n := range l.nodes {
-		t, ok := byNode[n.name]
+		t, ok := byNode[n.pod]
 		if !ok {
-			t = v1beta1.Topology{ObjectMeta: metav1.ObjectMeta{Name: n.name, Namespace: namespace}}
+			t = v1beta1.Topology{ObjectMeta: metav1.ObjectMeta{Name: n.pod, Namespace: namespace}}
 		}
 		if n.bridge {
 			t.Spec.Bridge = &v1beta1.Bridge{}

@@ -28,7 +28,7 @@ func (l *Lab) pod(n *node, namespace string) corev1.Pod {
 	}
 	return corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Name: n.name, Namespace: namespace, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: n.pod, Namespace: namespace, Labels: labels},
 		Spec: corev1.PodSpec{
 			Hostname:      n.hostname,
 			RestartPolicy: n.restart,
@@ -39,7 +39,7 @@ func (l *Lab) pod(n *node, namespace string) corev1.Pod {
 			AutomountServiceAccountToken: new(false),
 			EnableServiceLinks:           new(false),
 			Containers: []corev1.Container{{
-				Name:            n.name,
+				Name:            n.pod,
 				Image:           n.image,
 				ImagePullPolicy: n.pullPolicy,
 				Command:         escapeAll(n.entrypoint),
@@ -60,14 +60,14 @@ func (l *Lab) pod(n *node, namespace string) corev1.Pod {
 func (l *Lab) bridgePod(n *node, namespace string, labels map[string]string) corev1.Pod {
 	return corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Name: n.name, Namespace: namespace, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: n.pod, Namespace: namespace, Labels: labels},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 n.restart,
 			TerminationGracePeriodSeconds: new(int64(0)),
 			AutomountServiceAccountToken:  new(false),
 			EnableServiceLinks:            new(false),
 			Containers: []corev1.Container{{
-				Name:            n.name,
+				Name:            n.pod,
 				Image:           n.image,
 				ImagePullPolicy: n.pullPolicy,
 				SecurityContext: &corev1.SecurityContext{

@@ -63,7 +63,8 @@ func TestRefusals(t *testing.T) {
 		{"string not a string", node1("      cmd: [a]\n", ""), []string{"topology.nodes.r1.cmd: want a string"}},
 
 		// Nodes.
-		{"node name not a pod name", "name: a\ntopology: {nodes: {PC1: {kind: linux, image: a}}}\n", []string{`topology.nodes.PC1: "PC1" names the node's pod`, "DNS-1123"}},
+		{"two nodes, one pod name", "name: a\ntopology: {nodes: {PC1: {kind: linux, image: a}, pc1: {kind: linux, image: a}}}\n", []string{`topology.nodes.pc1: "pc1" names pod pc1, as node "PC1" does`}},
+		{"node name that no pod name is", "name: a\ntopology: {nodes: {__: {kind: linux, image: a}}}\n", []string{`topology.nodes.__: "__" cannot name a pod`, "DNS-1123"}},
 		{"node named localhost", "name: a\ntopology: {nodes: {localhost: {kind: linux, image: a}}}\n", []string{`topology.nodes.localhost: "localhost"`, "NIC"}},
 		{"no kind", "name: a\ntopology: {nodes: {r1: {image: a}}}\n", []string{"topology.nodes.r1.kind: missing"}},
 		{"network OS kind", "name: a\ntopology: {nodes: {r1: {kind: nokia_srlinux, image: a}}}\n", []string{`topology.nodes.r1: kind "nokia_srlinux" (topology.nodes.r1.kind): not supported`, "only kinds linux, bridge and ovs-bridge"}},
@@ -182,10 +183,11 @@ topology:
     r1: {kind: srl, image: a}
     r2: {kind: linux, image: a, binds: ["/lib/modules:/lib/modules:ro"], exec: ["'"]}
     R3: {kind: linux, image: a}
+    r3: {kind: linux, image: a}
   links:
     - endpoints: ["r1:eth1", "r2:eth1"]
       mtu: 20
-    - endpoints: ["r2:eth2", "R3:eth1"]
+    - endpoints: ["r2:eth2", "r3:eth1"]
     - endpoints: ["r2:eth3", "r9:eth1"]
 `), files(), nil)
 	if err == nil {
@@ -195,7 +197,7 @@ topology:
 		`topology.nodes.r1: kind "srl"`,
 		`topology.nodes.r2.binds[0]: "/lib/modules:/lib/modules:ro"`,
 		`topology.nodes.r2.exec[0]`,
-		`topology.nodes.R3: "R3" names the node's pod`,
+		`topology.nodes.r3: "r3" names pod r3, as node "R3" does`,
 		"topology.links[0].mtu: 20 is outside 68..65535",
 		`topology.links[2].endpoints[1]: "r9:eth1": no node r9`,
 	} {
@@ -204,6 +206,6 @@ topology:
 		}
 	}
 	if strings.Contains(err.Error(), "topology.links[1]") {
-		t.Errorf("a link to R3, refused at the node, is refused again:\n%v", err)
+		t.Errorf("a link to r3, refused at the node, is refused again:\n%v", err)
 	}
 }

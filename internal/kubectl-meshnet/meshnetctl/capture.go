@@ -71,7 +71,7 @@ the pod goes away; the API server keeps it open for as long as it runs.`,
 			if err != nil {
 				return err
 			}
-			if err := o.connect(); err != nil {
+			if err := o.connectPod(cmd.Context(), args); err != nil {
 				return errors.Join(err, closeOut())
 			}
 			n, err := o.capture(cmd.Context(), out, args[0], args[1], f)

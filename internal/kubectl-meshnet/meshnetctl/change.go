@@ -108,7 +108,7 @@ func newStateCommand(o *options, state v1beta1.LinkState) *cobra.Command {
 					return err
 				}
 			}
-			if err := o.connect(); err != nil {
+			if err := o.connectPod(cmd.Context(), args); err != nil {
 				return err
 			}
 			if hold != 0 {

@@ -329,3 +329,47 @@ func equalMaps(a, b map[string]string) bool {
 	}
 	return true
 }
+
+// TestClusterContainerlabNodeNames: a containerlab node's name that is not
+// a pod name (PC1) is taken wherever a command takes a pod, as the pod the
+// converter named for it (pc1), found by its label; a name of no node, or
+// of nodes of two labs, is refused, naming what to do.
+func TestClusterContainerlabNodeNames(t *testing.T) {
+	ctrllog.SetLogger(logr.Discard())
+	env := clustertest.Start(t)
+	ctx := context.Background()
+	kubeconfig := env.Kubeconfig(t)
+	const ns = "caps"
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, topo := range []*v1beta1.Topology{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pc1", Labels: map[string]string{clabfile.LabLabel: "a", clabfile.NodeLabel: "PC1"}},
+			Spec: v1beta1.TopologySpec{Links: []v1beta1.Link{{UID: 1, PeerPod: "spine-1", LocalIntf: "eth1", PeerIntf: "eth1"}}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "spine-1", Labels: map[string]string{clabfile.LabLabel: "a", clabfile.NodeLabel: "Spine_1"}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "spine-1-b", Labels: map[string]string{clabfile.LabLabel: "b", clabfile.NodeLabel: "Spine_1"}}},
+	} {
+		if err := env.Client.Create(ctx, topo); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(wantCode int, args ...string) (string, string) {
+		t.Helper()
+		var out, errw bytes.Buffer
+		code := meshnetctl.Main(append(args, "-n", ns, "--kubeconfig", kubeconfig), &out, &errw)
+		t.Logf("$ kubectl meshnet %s\n%s%s", strings.Join(args, " "), errw.String(), out.String())
+		if code != wantCode {
+			t.Fatalf("kubectl meshnet %v: exit %d, want %d", args, code, wantCode)
+		}
+		return out.String(), errw.String()
+	}
+	if out, _ := run(0, "links", "PC1"); !strings.Contains(out, "pc1   eth1") || !strings.Contains(out, "spine-1:eth1") {
+		t.Errorf("links PC1 does not list pc1's link:\n%s", out)
+	}
+	if _, stderr := run(1, "links", "PC_9"); !strings.Contains(stderr, `pod "PC_9": not a pod name, and no containerlab node of that name in namespace caps`) {
+		t.Errorf("links PC_9: %s", stderr)
+	}
+	if _, stderr := run(1, "links", "Spine_1"); !strings.Contains(stderr, "containerlab node Spine_1 of several labs in namespace caps: spine-1 (lab a), spine-1-b (lab b); name the pod") {
+		t.Errorf("links Spine_1: %s", stderr)
+	}
+}

@@ -83,7 +83,7 @@ meshnetd and meshnet-controller. kubectl delete linkfault NAME stops it.`,
 			if len(errs) > 0 {
 				return errors.Join(errs...)
 			}
-			if err := o.connect(); err != nil {
+			if err := o.connectPod(cmd.Context(), args); err != nil {
 				return err
 			}
 			spec := v1beta1.LinkFaultSpec{

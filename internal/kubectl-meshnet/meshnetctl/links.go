@@ -58,7 +58,7 @@ namespace's view role).`,
 			if err := checkOutput(output, "wide", "json", "yaml"); err != nil {
 				return err
 			}
-			if err := o.connect(); err != nil {
+			if err := o.connectPod(cmd.Context(), args); err != nil {
 				return err
 			}
 			topos, err := o.topologies(cmd.Context(), args)

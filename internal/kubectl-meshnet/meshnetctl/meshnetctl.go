@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -25,12 +26,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
+	"github.com/meshnet/meshnet/internal/kubectl-meshnet/clabfile"
 	"github.com/meshnet/meshnet/internal/version"
 )
 
@@ -130,6 +133,35 @@ func (o *options) connect() error {
 	}
 	o.client, o.rest = c, rc
 	return nil
+}
+
+// connectPod connects, then makes args[0], a command's POD, the name of a
+// pod: a containerlab node's name that is not a pod name (PC1) becomes
+// the name of the pod the converter gave that node (pc1), found by the
+// node's label. A name that is a pod name is taken as it is.
+func (o *options) connectPod(ctx context.Context, args []string) error {
+	if err := o.connect(); err != nil {
+		return err
+	}
+	if len(args) == 0 || len(validation.IsDNS1123Label(args[0])) == 0 {
+		return nil
+	}
+	var list v1beta1.TopologyList
+	if err := o.client.List(ctx, &list, client.InNamespace(o.namespace), client.MatchingLabels{clabfile.NodeLabel: args[0]}); err != nil {
+		return fmt.Errorf("pod %q: find the pod of containerlab node %s: %w", args[0], args[0], err)
+	}
+	switch len(list.Items) {
+	case 0:
+		return fmt.Errorf("pod %q: not a pod name, and no containerlab node of that name in namespace %s (kubectl get topologies -n %s lists the pods)", args[0], o.namespace, o.namespace)
+	case 1:
+		args[0] = list.Items[0].Name
+		return nil
+	}
+	var pods []string
+	for _, t := range list.Items {
+		pods = append(pods, t.Name+" (lab "+t.Labels[clabfile.LabLabel]+")")
+	}
+	return fmt.Errorf("pod %q: containerlab node %s of several labs in namespace %s: %s; name the pod", args[0], args[0], o.namespace, strings.Join(pods, ", "))
 }
 
 // aggregated is a client of the API server for the paths of meshnet's

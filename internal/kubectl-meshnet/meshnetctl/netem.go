@@ -70,7 +70,7 @@ rates 100mbit, 1gbit, 10mbps.
 					return errors.New("--for: cannot be combined with --clear (deleting the LinkFault ends its shaping: kubectl delete linkfault NAME)")
 				}
 			}
-			if err := o.connect(); err != nil {
+			if err := o.connectPod(cmd.Context(), args); err != nil {
 				return err
 			}
 			if hold != 0 {

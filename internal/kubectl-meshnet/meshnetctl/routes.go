@@ -50,7 +50,7 @@ one to the same destination.
 			case add != "" && via == "" && dev == "":
 				return fmt.Errorf("--add %s: a route needs --via GW, --dev INTERFACE or both", add)
 			}
-			if err := o.connect(); err != nil {
+			if err := o.connectPod(cmd.Context(), args); err != nil {
 				return err
 			}
 			w := cmd.OutOrStdout()
