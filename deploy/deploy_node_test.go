@@ -186,6 +186,7 @@ func TestNodeMeshnetAsInstalled(t *testing.T) {
 	})
 	t.Run("ContainerlabFRRLab", func(t *testing.T) { containerlabFRRLab(t, c, "clab") })
 	t.Run("BroadcastSegmentAcrossNodes", func(t *testing.T) { broadcastSegmentAcrossNodes(t, c, "lan") })
+	t.Run("ContainerlabNamesAndExec", func(t *testing.T) { containerlabNamesAndExec(t, c, "caps") })
 	t.Run("MacvlanToTheNodeNIC", func(t *testing.T) {
 		ns := "macvlan"
 		// Without a cluster admin's consent the macvlan is refused at

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/meshnet/meshnet/internal/kubectl-meshnet/clabfile"
+	"github.com/meshnet/meshnet/internal/kubectl-meshnet/meshnetctl"
 	"github.com/meshnet/meshnet/internal/meshnet-lab/kubecluster"
 )
 
@@ -136,4 +137,43 @@ func broadcastSegmentAcrossNodes(t *testing.T, c *kubecluster.Cluster, ns string
 		out, err := c.Kubectl(ctx, "-n", ns, "exec", "router1", "--", "ping", "-c", "1", "-W", "1", "10.10.10.3")
 		return err == nil, out
 	})
+}
+
+// capsLab is a containerlab file with node names that are not pod names,
+// a group, a bridge and an exec command that fails.
+const capsLab = "testdata/clab-caps/caps.clab.yml"
+
+// containerlabNamesAndExec runs capsLab unchanged with kubectl meshnet clab
+// apply --wait: PC1, PC2 and SW_1 become pods pc1, pc2 and sw-1; the
+// failing exec command of PC1 is warned about, naming the node, the field
+// and the command, the commands after it ran, and the container was not
+// restarted; PC1 reaches PC2 over the bridge; kubectl meshnet takes PC1
+// for pc1.
+func containerlabNamesAndExec(t *testing.T, c *kubecluster.Cluster, ns string) {
+	ctx := context.Background()
+	if err := c.Namespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr strings.Builder
+	args := []string{"--kubeconfig", c.Kubeconfig, "-n", ns, "clab", "apply", capsLab, "--wait"}
+	code := meshnetctl.Main(args, &stdout, &stderr)
+	t.Logf("$ kubectl meshnet %s\n%s%s", strings.Join(args[4:], " "), stdout.String(), stderr.String())
+	if code != 0 {
+		t.Fatalf("clab apply: exit %d", code)
+	}
+	const warning = `Warning: containerlab exec on node PC1: topology.nodes.PC1.exec[1] "ip link set eth9 up" failed with exit status 1`
+	if !strings.Contains(stderr.String(), warning) {
+		t.Errorf("clab apply --wait does not warn:\n%s", warning)
+	}
+	p := pod(t, c, ns, "pc1")
+	if n := p.Status.ContainerStatuses[0].RestartCount; n != 0 || p.Labels["clab-node-name"] != "PC1" {
+		t.Errorf("pod pc1: %d restarts, label clab-node-name %q; want none, PC1", n, p.Labels["clab-node-name"])
+	}
+	if out, err := c.Kubectl(ctx, "-n", ns, "exec", "pc1", "--", "ip", "route", "show", "10.9.9.0/24"); err != nil || !strings.Contains(out, "via 10.0.9.2") {
+		t.Errorf("PC1's third exec command, after the one that failed, did not run: %q, %v", out, err)
+	}
+	ping(t, c, ns, "pc1", "10.0.9.2")
+	if out := kubectlMeshnet(t, c.Kubeconfig, ns, "links", "PC1"); !strings.Contains(out, "sw-1:eth1") {
+		t.Errorf("kubectl meshnet links PC1 does not list pc1's link to sw-1:\n%s", out)
+	}
 }

@@ -27,7 +27,13 @@
 // # What maps to what
 //
 //   - name: the label containerlab=<name> on every object.
-//   - kind linux: a pod with one container, named like the node. Other
+//   - a node: a pod and a Topology named like the node (PodName: in lower
+//     case, '-' for what a pod name cannot have, when the node's name is
+//     not a DNS-1123 label), the node's name in the pod's NodeLabel.
+//   - kind linux: a pod with one container, named like the pod.
+//   - kind bridge, ovs-bridge: an L2 segment: a pod that runs only the
+//     pause image (BridgeImage), whose Topology has spec.bridge; the links
+//     to it are its ports, at SegmentMTU unless the file sets mtu. Other
 //     kinds are refused: containerlab starts them with settings of their
 //     own (interface mapping, boot checks, startup configuration) that a
 //     plain pod does not reproduce.
@@ -76,17 +82,15 @@
 // of a veth or VXLAN whose peer pod does not exist yet is made later, when
 // the peer's is, possibly after the container started. So the commands run
 // from a postStart hook that first waits (up to 300 s) until each
-// of the node's link interfaces exists, then runs each command as
-// containerlab does: split into words, no shell, in order. The first
-// command that fails stops the hook, which prints the node, where the file
-// sets the command, the command and its exit status; the kubelet then
-// records a FailedPostStartHook event with that output and restarts the
-// container. Each command that succeeded is marked in an emptyDir that
-// lives as long as the pod, so that a restarted container (same pod, same
-// network namespace) resumes at the command that failed instead of
-// repeating what is done, which `ip addr add` would refuse. The hook's
-// script is a ConfigMap (<node>-exec), so that the kubelet's event starts
-// with its short command rather than the script. The image needs /bin/sh
+// of the node's link interfaces exists, then runs every command as
+// containerlab does: split into words, no shell, in order, once. A command
+// that fails is reported, naming the node, where the file sets the
+// command, the command and its exit status (ExecFailed), on the
+// container's log, and the next runs; the hook succeeds, so the container
+// is not restarted. Each command is marked run in an emptyDir that lives
+// as long as the pod, so that a restarted container (same pod, same
+// network namespace) runs none again, which `ip addr add` would refuse.
+// The hook's script is a ConfigMap (<node>-exec). The image needs /bin/sh
 // and sleep.
 //
 // # Refused and ignored

@@ -48,17 +48,30 @@ func (p *parser) exec(n *node) {
 	}
 }
 
+// ExecFailed starts the line an exec command that failed writes to its
+// container's log (and to the hook's output): "containerlab exec on node
+// host1: topology.nodes.host1.exec[1] "ip addr add ..." failed with exit
+// status 2", as containerlab logs a failing command of a node's exec.
+const ExecFailed = "containerlab exec on node "
+
+// execLog is where the hook reports a failed command for kubectl logs:
+// the standard error of the container's first process.
+const execLog = "/proc/1/fd/2"
+
 // execHookScript is the shell script of node n's postStart hook: it waits
-// for the node's link interfaces, then runs each command not marked done,
-// as a program (exec, no shell), in order, and stops at the first that
-// fails, saying which on stderr, which the kubelet's FailedPostStartHook
-// event shows.
+// for the node's link interfaces, then runs each command not run yet, as
+// a program (exec, no shell), in order, every one of them as containerlab
+// does: a command that fails is reported on the container's log (PID 1's
+// standard error, which kubectl logs shows) and the next runs. The hook
+// succeeds, so the kubelet does not restart the container. Each command
+// is marked run in the state directory, so that a container that restarts
+// (same pod) runs none of them again.
 func (n *node) execHookScript() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `# containerlab exec of node %s, run by its pod's postStart hook:
-# wait for the node's links, then run each command once per pod, marking
-# it done in %s, so that a restarted container goes on
-# at the command that failed.
+# wait for the node's links, then run each command once per pod, in
+# order, marking it run in %s; a command that fails is
+# reported on the container's log, and the next runs.
 node=%s
 `, n.name, execStateDir, shellQuote(n.name))
 	if len(n.intfs) > 0 {
@@ -76,18 +89,20 @@ done
 `, quoteAll(n.intfs), execWait, execWait)
 	}
 	fmt.Fprintf(&b, `clab_exec() {
-  done_mark="%s/$1" what=$2
+  mark="%s/$1" what=$2
   shift 2
-  [ -e "$done_mark" ] && return 0
+  [ -e "$mark" ] && return 0
   ( exec "$@" )
   status=$?
+  : >"$mark"
   if [ "$status" -ne 0 ]; then
-    echo "containerlab exec on node $node: $what failed with exit status $status" >&2
-    exit "$status"
+    msg="%s$node: $what failed with exit status $status"
+    echo "$msg" >&2
+    echo "$msg" 2>/dev/null >>%s
   fi
-  : >"$done_mark"
+  return 0
 }
-`, execStateDir)
+`, execStateDir, ExecFailed, execLog)
 	for i, c := range n.exec {
 		fmt.Fprintf(&b, "clab_exec %d %s %s\n", i, shellQuote(fmt.Sprintf("%s %q", c.at, c.text)), quoteAll(c.argv))
 	}

@@ -65,7 +65,10 @@ func (o *options) applyLab(ctx context.Context, w io.Writer, lab *clabfile.Lab, 
 		fmt.Fprintf(w, "%s %s\n", ref(u), result)
 	}
 	if a.wait {
-		return o.waitLab(ctx, w, lab, a.timeout)
+		if err := o.waitLab(ctx, w, lab, a.timeout); err != nil {
+			return err
+		}
+		return o.warnExecFailed(ctx, lab)
 	}
 	return nil
 }

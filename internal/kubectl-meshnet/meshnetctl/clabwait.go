@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
@@ -222,4 +223,36 @@ func topologyPending(t *v1beta1.Topology) string {
 		return fmt.Sprintf("Ready=%s %s: %s", ready.Status, ready.Reason, ready.Message)
 	}
 	return ""
+}
+
+// warnExecFailed warns, as kubectl warns, of each exec command of the lab's
+// nodes that failed, as containerlab logs them: the hooks that ran them
+// wrote each failure to their container's log, and they have all run once
+// the pods are Ready (a container is not running before its postStart hook
+// ends).
+func (o *options) warnExecFailed(ctx context.Context, lab *clabfile.Lab) error {
+	var pods corev1.PodList
+	if err := o.client.List(ctx, &pods, client.InNamespace(o.namespace), client.MatchingLabels{clabfile.LabLabel: lab.Name}); err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(o.rest)
+	if err != nil {
+		return fmt.Errorf("client for %s: %w", o.rest.Host, err)
+	}
+	for _, p := range pods.Items {
+		if len(p.Spec.Containers) == 0 || p.Spec.Containers[0].Lifecycle == nil {
+			continue // no exec
+		}
+		log, err := cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: p.Spec.Containers[0].Name}).DoRaw(ctx)
+		if err != nil {
+			fmt.Fprintf(o.stderr, "Warning: pod %s: its log, which says which exec commands failed, cannot be read: %v\n", p.Name, err)
+			continue
+		}
+		for _, line := range strings.Split(string(log), "\n") {
+			if i := strings.Index(line, clabfile.ExecFailed); i >= 0 {
+				fmt.Fprintf(o.stderr, "Warning: %s\n", strings.TrimRight(line[i:], "\r"))
+			}
+		}
+	}
+	return nil
 }
