@@ -28,6 +28,8 @@ type def struct {
 	scalars map[string]item
 	lists   map[string][]item
 	maps    map[string]map[string]item
+	// objects are the mapping settings (objectFields), as JSON.
+	objects map[string]item
 	// ignored and refused are reported only once a node uses the
 	// definition: settings of a kind or group no node has change nothing.
 	ignored []Ignored
@@ -59,7 +61,7 @@ func (p *parser) defs(at string, raw json.RawMessage) map[string]*def {
 
 // def parses one definition; null is one with no settings.
 func (p *parser) def(at string, raw json.RawMessage) *def {
-	d := &def{at: at, scalars: map[string]item{}, lists: map[string][]item{}, maps: map[string]map[string]item{}}
+	d := &def{at: at, scalars: map[string]item{}, lists: map[string][]item{}, maps: map[string]map[string]item{}, objects: map[string]item{}}
 	var m map[string]json.RawMessage
 	if raw != nil && json.Unmarshal(raw, &m) != nil {
 		p.errorf("%s: want a mapping of settings", at)
@@ -79,6 +81,8 @@ func (p *parser) def(at string, raw json.RawMessage) *def {
 			d.lists[k] = p.list(field, m[k])
 		case mapFields[k]:
 			d.maps[k] = p.dict(field, m[k])
+		case objectFields[k]:
+			p.objectSetting(d, field, m[k])
 		case k == "privileged":
 			var b *bool
 			if json.Unmarshal(m[k], &b) != nil {
@@ -203,6 +207,10 @@ type node struct {
 	hostname      string
 	runAsUser     *int64
 	runAsGroup    *int64
+	limits        corev1.ResourceList
+	readiness     *corev1.Probe
+	dnsPolicy     corev1.DNSPolicy
+	dnsConfig     *corev1.PodDNSConfig
 
 	// bridge is a node of a bridge kind: an L2 segment, whose pod runs
 	// nothing and whose Topology has spec.bridge.
@@ -421,6 +429,7 @@ func (p *parser) settings(n *node) {
 	if it, ok := c.scalar("startup-config"); ok {
 		p.startupConfig(n, it)
 	}
+	p.containerSettings(n)
 }
 
 func (p *parser) words(n *node, it item) []string {

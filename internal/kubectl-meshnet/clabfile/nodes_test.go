@@ -358,3 +358,61 @@ topology:
 		t.Errorf("exec script does not echo the node's name PC1:\n%s", script)
 	}
 }
+
+// TestContainerSettings: memory and cpu become the container's limits,
+// healthcheck its readiness probe (docker's defaults for what is unset),
+// dns the pod's DNS (servers replace the cluster's); each is inherited
+// whole along the chain.
+func TestContainerSettings(t *testing.T) {
+	_, o := convert(t, `
+name: container
+topology:
+  defaults:
+    kind: linux
+    image: alpine
+    healthcheck: {test: [CMD-SHELL, "ip link show eth1"], interval: 2}
+  nodes:
+    r1:
+      memory: 512mb
+      cpu: 1.5
+      dns: {servers: [192.0.2.53], search: [lab.example], options: ["ndots:2"]}
+    r2:
+      memory: 1Gib
+      healthcheck: {test: [CMD, vtysh, -c, show version], start-period: 5, timeout: 3, retries: 10}
+      dns: {search: [lab.example]}
+`, nil)
+	r1, r2 := podOf(t, o, "r1"), podOf(t, o, "r2")
+	if got := r1.Spec.Containers[0].Resources.Limits; got.Memory().Value() != 512<<20 || got.Cpu().MilliValue() != 1500 {
+		t.Errorf("r1 limits %v, want 512Mi and 1500m", got)
+	}
+	if got := r2.Spec.Containers[0].Resources.Limits; got.Memory().Value() != 1<<30 || !got.Cpu().IsZero() {
+		t.Errorf("r2 limits %v, want 1Gi and no cpu", got)
+	}
+	if p := r1.Spec.Containers[0].ReadinessProbe; p == nil || !slices.Equal(p.Exec.Command, []string{"/bin/sh", "-c", "ip link show eth1"}) ||
+		p.PeriodSeconds != 2 || p.TimeoutSeconds != 30 || p.FailureThreshold != 3 || p.InitialDelaySeconds != 0 {
+		t.Errorf("r1 readiness %+v, want the defaults' shell test every 2 s", p)
+	}
+	if p := r2.Spec.Containers[0].ReadinessProbe; p == nil || !slices.Equal(p.Exec.Command, []string{"vtysh", "-c", "show version"}) ||
+		p.PeriodSeconds != 30 || p.TimeoutSeconds != 3 || p.FailureThreshold != 10 || p.InitialDelaySeconds != 5 {
+		t.Errorf("r2 readiness %+v, want its own", p)
+	}
+	if r1.Spec.DNSPolicy != corev1.DNSNone || r1.Spec.DNSConfig == nil || !slices.Equal(r1.Spec.DNSConfig.Nameservers, []string{"192.0.2.53"}) ||
+		len(r1.Spec.DNSConfig.Options) != 1 || r1.Spec.DNSConfig.Options[0].Name != "ndots" || *r1.Spec.DNSConfig.Options[0].Value != "2" {
+		t.Errorf("r1 dns %s %+v, want None with its server", r1.Spec.DNSPolicy, r1.Spec.DNSConfig)
+	}
+	if r2.Spec.DNSPolicy != corev1.DNSClusterFirst || !slices.Equal(r2.Spec.DNSConfig.Searches, []string{"lab.example"}) {
+		t.Errorf("r2 dns %s %+v, want the cluster's and a search domain", r2.Spec.DNSPolicy, r2.Spec.DNSConfig)
+	}
+	for _, c := range []struct{ setting, want string }{
+		{"memory: lots", `topology.nodes.r1.memory: "lots": want a size`},
+		{"cpu: 0", `topology.nodes.r1.cpu: "0": want a number of CPUs`},
+		{"healthcheck: {test: [curl, x]}", "topology.nodes.r1.healthcheck.test"},
+		{"healthcheck: {test: [CMD, x], every: 2}", `topology.nodes.r1.healthcheck: want test`},
+		{"dns: {servers: [a, b, c, d]}", "topology.nodes.r1.dns: 4 servers"},
+	} {
+		_, err := Parse([]byte("name: x\ntopology:\n  nodes:\n    r1:\n      kind: linux\n      image: a\n      "+c.setting+"\n"), files(), nil)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error naming %q", c.setting, err, c.want)
+		}
+	}
+}

@@ -26,12 +26,18 @@ func (l *Lab) pod(n *node, namespace string) corev1.Pod {
 	if len(n.capAdd) > 0 {
 		sc.Capabilities = &corev1.Capabilities{Add: n.capAdd}
 	}
+	var resources corev1.ResourceRequirements
+	if len(n.limits) > 0 {
+		resources.Limits = n.limits
+	}
 	return corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{Name: n.pod, Namespace: namespace, Labels: labels},
 		Spec: corev1.PodSpec{
 			Hostname:      n.hostname,
 			RestartPolicy: n.restart,
+			DNSPolicy:     n.dnsPolicy,
+			DNSConfig:     n.dnsConfig,
 			// containerlab stops kind linux with SIGKILL, at once.
 			TerminationGracePeriodSeconds: new(int64(0)),
 			// A containerlab node has no Kubernetes credentials and no
@@ -46,6 +52,8 @@ func (l *Lab) pod(n *node, namespace string) corev1.Pod {
 				Args:            escapeAll(n.cmd),
 				Env:             l.env(n, labels),
 				SecurityContext: sc,
+				ReadinessProbe:  n.readiness,
+				Resources:       resources,
 				// containerlab's containers have a TTY and an open stdin
 				// (docker run -it): a shell as cmd waits rather than exits.
 				TTY:   true,
