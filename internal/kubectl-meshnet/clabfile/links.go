@@ -7,18 +7,17 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/topofile"
 )
 
 // Link types of containerlab that have no counterpart in meshnet, each with
-// why. veth and macvlan are mapped.
+// why. veth, macvlan, vxlan and vxlan-stitch are mapped.
 var refusedLinkTypes = map[string]string{
-	"host":         "a veth whose other end is in the containerlab host's own network namespace; a pod's link ends in another pod, or is a macvlan on the node's NIC (type macvlan)",
-	"mgmt-net":     "a veth to containerlab's management bridge; a pod's eth0 is on the cluster network, and there is no management bridge",
-	"vxlan":        "a VXLAN from the containerlab host to a remote VTEP; not mapped (meshnet's counterpart is a Topology link with link_options, from a k8s-topo file or by hand)",
-	"vxlan-stitch": "a VXLAN from the containerlab host to a remote VTEP, stitched to a veth; not mapped (meshnet's counterpart is a Topology link with link_options)",
-	"veth-stitch":  "two veths stitched in the containerlab host; meshnet links two pods directly (type veth)",
-	"dummy":        "a dummy interface without a peer; meshnet's links have two ends",
+	"host":        "a veth whose other end is in the containerlab host's own network namespace; a pod's link ends in another pod, or is a macvlan on the node's NIC (type macvlan)",
+	"mgmt-net":    "a veth to containerlab's management bridge; a pod's eth0 is on the cluster network, and there is no management bridge",
+	"veth-stitch": "two veths stitched in the containerlab host; meshnet links two pods directly (type veth)",
+	"dummy":       "a dummy interface without a peer; meshnet's links have two ends",
 }
 
 // Keys of a links entry by type (containerlab's LinkCommonParams and each
@@ -29,6 +28,11 @@ var (
 		"":        append([]string{"endpoints"}, commonLinkKeys...),
 		"veth":    append([]string{"endpoints", "type"}, commonLinkKeys...),
 		"macvlan": append([]string{"endpoint", "host-interface", "mode", "type"}, commonLinkKeys...),
+		// A VXLAN to a remote VTEP: made in the node's namespace and moved
+		// into the pod (vxlan), or stitched to a veth into it in the host
+		// (vxlan-stitch); the pod sees the same interface either way.
+		"vxlan":        append([]string{"endpoint", "remote", "type", "udp-port", "vni"}, commonLinkKeys...),
+		"vxlan-stitch": append([]string{"endpoint", "remote", "type", "udp-port", "vni"}, commonLinkKeys...),
 	}
 	endpointKeys = []string{"interface", "ipv4", "ipv6", "mac", "node", "vars"}
 )
@@ -120,7 +124,7 @@ func (p *parser) link(uid int, raw json.RawMessage, places linkPlaces) (l topofi
 	}
 	keys, known := linkKeys[typ]
 	if !known {
-		p.errorf("%s.type: %q: unknown link type (want veth or macvlan; host, mgmt-net, vxlan, vxlan-stitch, veth-stitch and dummy are not supported)", at, typ)
+		p.errorf("%s.type: %q: unknown link type (want veth, macvlan, vxlan or vxlan-stitch; host, mgmt-net, veth-stitch and dummy are not supported)", at, typ)
 		return l, false
 	}
 	n := len(p.errs)
@@ -184,8 +188,42 @@ func (p *parser) linkEnds(at string, uid int, typ string, m map[string]json.RawM
 			}
 		}
 		macvlan = true
+	case "vxlan", "vxlan-stitch":
+		p.vxlanEnds(at, uid, m, l, places)
 	}
 	return macvlan
+}
+
+// vxlanEnds parses a VXLAN to a remote VTEP into a link to a physical
+// device (LinkOptions), named by the VTEP's address, its interface by the
+// VNI ("vni100"). The namespace needs a cluster admin's consent to the
+// VTEP and port, as any physical peer does (admission says so).
+func (p *parser) vxlanEnds(at string, uid int, m map[string]json.RawMessage, l *topofile.Link, places linkPlaces) {
+	places[[2]int{uid, 0}] = at + ".endpoint"
+	places[[2]int{uid, 1}] = at + ".remote"
+	l.Endpoints[0] = p.extendedEnd(at+".endpoint", m["endpoint"])
+	remote, _ := p.scalar(at+".remote", m["remote"])
+	if remote == "" {
+		p.errorf("%s.remote: missing: the remote VTEP's address", at)
+		return
+	}
+	o := &v1beta1.LinkOptions{RemoteVTEP: remote}
+	if err := json.Unmarshal(m["vni"], &o.VNI); err != nil || m["vni"] == nil {
+		p.errorf("%s.vni: want the VXLAN network identifier, a whole number", at)
+		return
+	}
+	if r, ok := m["udp-port"]; ok {
+		var port int32
+		if err := json.Unmarshal(r, &port); err != nil {
+			p.errorf("%s.udp-port: want a whole number", at)
+			return
+		}
+		if port != 0 {
+			o.UDPPort = &port
+		}
+	}
+	l.LinkOptions = o
+	l.Endpoints[1] = topofile.Endpoint{Name: remote, Intf: fmt.Sprintf("vni%d", o.VNI)}
 }
 
 // briefEnd parses "node:interface"; a node part macvlan makes the end the

@@ -415,3 +415,34 @@ topology:
 		}
 	}
 }
+
+// TestVXLANLinks: containerlab's vxlan and vxlan-stitch links become links
+// to a physical device, the remote VTEP, with its VNI and port: what the
+// pod sees is one interface either way.
+func TestVXLANLinks(t *testing.T) {
+	_, o := convert(t, `
+name: vxlan
+topology:
+  nodes: {r1: {kind: linux, image: alpine}}
+  links:
+    - type: vxlan
+      endpoint: {node: r1, interface: eth1}
+      remote: 192.0.2.10
+      vni: 100
+    - type: vxlan-stitch
+      endpoint: {node: r1, interface: eth2}
+      remote: 192.0.2.11
+      vni: 200
+      udp-port: 14789
+      mtu: 1400
+`, nil)
+	want := []v1beta1.Link{
+		{UID: 0, PeerPod: "192.0.2.10", LocalIntf: "eth1", PeerIntf: "vni100",
+			LinkOptions: &v1beta1.LinkOptions{RemoteVTEP: "192.0.2.10", VNI: 100}},
+		{UID: 1, PeerPod: "192.0.2.11", LocalIntf: "eth2", PeerIntf: "vni200", MTU: ptr.To[int32](1400),
+			LinkOptions: &v1beta1.LinkOptions{RemoteVTEP: "192.0.2.11", VNI: 200, UDPPort: ptr.To[int32](14789)}},
+	}
+	if got := topologyOf(t, o, "r1").Spec.Links; !reflect.DeepEqual(got, want) {
+		t.Errorf("r1's links:\n got %+v\nwant %+v", got, want)
+	}
+}
