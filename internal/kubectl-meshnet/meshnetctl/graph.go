@@ -20,7 +20,7 @@ func newGraphCommand(o *options) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "graph",
-		Short: "Show a namespace's topology: every link once, as text or as DOT",
+		Short: "Show a namespace's topology: every link once, as text, DOT, Mermaid or draw.io",
 		Long: `Show the namespace's topology: its pods, physical devices and host NICs,
 and every link once with its kind, state, MTU and netem. The graph is the
 one meshnetd's data API draws for Grafana, from the Topologies and Pods.`,
@@ -28,10 +28,14 @@ one meshnetd's data API draws for Grafana, from the Topologies and Pods.`,
   kubectl meshnet graph -n lab
 
   # As a picture, with Graphviz
-  kubectl meshnet graph -n lab -o dot | dot -Tsvg > lab.svg`,
+  kubectl meshnet graph -n lab -o dot | dot -Tsvg > lab.svg
+
+  # For a README (Mermaid) or to edit in draw.io
+  kubectl meshnet graph -n lab -o mermaid
+  kubectl meshnet graph -n lab -o drawio > lab.drawio`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output, "text", "dot"); err != nil {
+			if err := checkOutput(output, "text", "dot", "mermaid", "drawio"); err != nil {
 				return err
 			}
 			if err := o.connect(); err != nil {
@@ -42,8 +46,13 @@ one meshnetd's data API draws for Grafana, from the Topologies and Pods.`,
 				return err
 			}
 			nodes, edges := topograph.Frames(g)
-			if output == "dot" {
+			switch output {
+			case "dot":
 				return printDOT(cmd.OutOrStdout(), g.Namespace, nodes, edges)
+			case "mermaid":
+				return printMermaid(cmd.OutOrStdout(), nodes, edges)
+			case "drawio":
+				return printDrawio(cmd.OutOrStdout(), g.Namespace, nodes, edges)
 			}
 			if len(edges) == 0 {
 				fmt.Fprintf(cmd.ErrOrStderr(), "No links found in %s namespace.\n", o.namespace)
@@ -52,7 +61,7 @@ one meshnetd's data API draws for Grafana, from the Topologies and Pods.`,
 			return printGraph(cmd.OutOrStdout(), nodes, edges)
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or dot")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, dot, mermaid or drawio")
 	return cmd
 }
 

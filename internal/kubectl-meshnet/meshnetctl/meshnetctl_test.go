@@ -3,6 +3,7 @@ package meshnetctl
 import (
 	"bytes"
 	"encoding/json"
+	"encoding/xml"
 	"strings"
 	"testing"
 
@@ -163,6 +164,52 @@ func TestDOT(t *testing.T) {
 `
 	if b.String() != want {
 		t.Errorf("DOT:\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+// TestMermaidAndDrawio: every node and link, as Mermaid writes a
+// flowchart and as draw.io reads a file; a link not up dashed and red.
+func TestMermaidAndDrawio(t *testing.T) {
+	nodes := []*meshnetv1.GraphNode{{Id: "r1", Title: "r1", Subtitle: "node-1", Color: "green"}, {Id: "phy:a\"b", Title: `a"b`, Color: "gray"}}
+	edges := []*meshnetv1.GraphEdge{
+		{Source: "r1", Target: "phy:a\"b", DetailSourceInterface: "eth1", DetailTargetInterface: "ge-0", DetailKind: "phy", DetailState: "up", Color: "green"},
+		{Source: "r1", Target: "r1", DetailSourceInterface: "eth2", DetailTargetInterface: "eth3", DetailKind: "veth", DetailState: "down", DetailNetem: "delay 50ms", Color: "red"},
+	}
+	var b bytes.Buffer
+	if err := printMermaid(&b, nodes, edges); err != nil {
+		t.Fatal(err)
+	}
+	want := `flowchart LR
+  n0["r1<br/>node-1"]
+  n1["a#quot;b"]
+  n0 ---|"eth1 – ge-0<br/>phy"| n1
+  n0 -.-|"eth2 – eth3<br/>veth<br/>delay 50ms"| n0
+  linkStyle 1 stroke:red
+`
+	if b.String() != want {
+		t.Errorf("Mermaid:\n%s\nwant\n%s", b.String(), want)
+	}
+
+	b.Reset()
+	if err := printDrawio(&b, "lab", nodes, edges); err != nil {
+		t.Fatal(err)
+	}
+	var f drawio
+	if err := xml.Unmarshal(b.Bytes(), &f); err != nil {
+		t.Fatalf("draw.io file does not parse: %v\n%s", err, b.String())
+	}
+	cells := map[string]mxCell{}
+	for _, c := range f.Diagram.Model.Cells {
+		cells[c.ID] = c
+	}
+	if f.Diagram.Name != "lab" || len(cells) != 6 || cells["n0"].Value != "r1\nnode-1" || cells["n1"].Value != `a"b` {
+		t.Errorf("draw.io cells %+v", f.Diagram.Model.Cells)
+	}
+	if e := cells["e1"]; e.Source != "n0" || e.Target != "n0" || !strings.Contains(e.Style, "dashed=1") || e.Value != "eth2 – eth3\nveth\ndelay 50ms" {
+		t.Errorf("draw.io edge e1 %+v", e)
+	}
+	if e := cells["e0"]; e.Target != "n1" || strings.Contains(e.Style, "dashed") {
+		t.Errorf("draw.io edge e0 %+v", e)
 	}
 }
 
