@@ -547,6 +547,10 @@ const (
 	ReasonPodNotScheduled = "PodNotScheduled"
 	// ReasonDaemonUnavailable: the pod's node's meshnetd did not answer.
 	ReasonDaemonUnavailable = "DaemonUnavailable"
+	// ReasonKernelBusy: the pod's node's meshnetd answered that its kernel
+	// was busy (netlink dumps interrupted by concurrent changes) for longer
+	// than it retries; the apply is retried.
+	ReasonKernelBusy = "KernelBusy"
 	// ReasonApplyFailed: the call that applies the spec failed; it is retried.
 	ReasonApplyFailed = "ApplyFailed"
 	// ReasonInvalidSpec: the spec cannot be applied as written.

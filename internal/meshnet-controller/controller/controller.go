@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -245,6 +246,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	return r.apply(ctx, topo, pod, d, peers)
 }
 
+// kernelBusy tells whether err is a meshnetd's UNAVAILABLE for a busy
+// kernel (its ErrorInfo), not a daemon that did not answer.
+func kernelBusy(err error) bool {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == meshnetv1.ErrorDomain && info.GetReason() == meshnetv1.ReasonKernelBusy {
+			return true
+		}
+	}
+	return false
+}
+
 // apply sends d, topo's desired state, to the meshnetd of pod's node and
 // writes the status from its answer and the node's link watch.
 func (r *Reconciler) apply(ctx context.Context, topo *v1beta1.Topology, pod *corev1.Pod, d desired, peers map[string]*v1beta1.Topology) (reconcile.Result, error) {
@@ -289,6 +301,9 @@ func (r *Reconciler) apply(ctx context.Context, topo *v1beta1.Topology, pod *cor
 		// A newer generation was applied already; its reconcile writes status.
 		return reconcile.Result{}, nil
 	case codes.Unavailable:
+		if kernelBusy(err) {
+			return r.fail(ctx, topo, node, v1beta1.ReasonKernelBusy, fmt.Errorf("apply on meshnetd %s: %w", addr, err))
+		}
 		// The daemon may be back already (a restart): reconnect at the next
 		// pass rather than after gRPC's growing reconnect backoff.
 		conn.ResetConnectBackoff()

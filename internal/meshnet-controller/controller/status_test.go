@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -274,5 +277,22 @@ func TestSegmentReadyOnlyWhenEveryPortIsInItsBridge(t *testing.T) {
 		if ready.Status != c.ready || !strings.Contains(ready.Message, c.message) {
 			t.Errorf("%s: Ready %s: %s; want %s naming %q", c.name, ready.Status, ready.Message, c.ready, c.message)
 		}
+	}
+}
+
+// TestKernelBusyIsNotADaemonAway: meshnetd's UNAVAILABLE with the kernel
+// busy ErrorInfo is told apart from one of a daemon that did not answer
+// (a connection refused has no details).
+func TestKernelBusyIsNotADaemonAway(t *testing.T) {
+	busy, err := grpcstatus.New(codes.Unavailable, "apply pod lab/r1: results may be incomplete or inconsistent").
+		WithDetails(&errdetails.ErrorInfo{Domain: meshnetv1.ErrorDomain, Reason: meshnetv1.ReasonKernelBusy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !kernelBusy(busy.Err()) {
+		t.Error("a busy kernel's UNAVAILABLE is not told as one")
+	}
+	if kernelBusy(grpcstatus.Error(codes.Unavailable, "connection refused")) {
+		t.Error("a daemon away is told as a busy kernel")
 	}
 }

@@ -262,6 +262,9 @@ func applyError(ctx context.Context, p podstore.Pod, failed []error, changedFar 
 		code = status.FromContextError(ctx.Err()).Code()
 	}
 	st := status.Newf(code, "apply pod %s: %v", p.Key(), all)
+	if code == codes.Unavailable && links.IsTransient(all) {
+		st = kernelBusy(st)
+	}
 	if len(changedFar) > 0 {
 		if withFar, err := st.WithDetails(&meshnetv1.ApplyPodResponse{Results: changedFar}); err == nil {
 			st = withFar

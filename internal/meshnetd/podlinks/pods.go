@@ -5,6 +5,7 @@ import (
 
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -155,6 +156,16 @@ func kernelCode(err error) codes.Code {
 	return codes.Internal
 }
 
+// kernelBusy adds to st, an UNAVAILABLE for a busy kernel, the ErrorInfo
+// that tells a caller the daemon answered and its kernel was busy, not
+// that the daemon was away.
+func kernelBusy(st *status.Status) *status.Status {
+	if busy, err := st.WithDetails(&errdetails.ErrorInfo{Domain: meshnetv1.ErrorDomain, Reason: meshnetv1.ReasonKernelBusy}); err == nil {
+		return busy
+	}
+	return st
+}
+
 // kernelErr turns a failed kernel change into a status (kernelCode).
 func kernelErr(err error) error {
 	if _, ok := status.FromError(err); ok {
@@ -164,7 +175,10 @@ func kernelErr(err error) error {
 		// The caller's route, or a link taken down, not meshnetd's fault.
 		return status.Error(codes.FailedPrecondition, err.Error()+" (from the pod: is a route's gateway on no subnet of a link that is up?)")
 	}
-	return status.Error(kernelCode(err), err.Error())
+	if code := kernelCode(err); code != codes.Unavailable {
+		return status.Error(code, err.Error())
+	}
+	return kernelBusy(status.New(codes.Unavailable, err.Error())).Err()
 }
 
 // withLink runs change with the pod and intf locked, the pod's netns open
