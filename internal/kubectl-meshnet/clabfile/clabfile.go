@@ -44,8 +44,9 @@ type Lab struct {
 	// sets is dropped unseen.
 	Ignored []Ignored
 
-	nodes []*node
-	links *topofile.File
+	nodes  []*node
+	links  *topofile.File
+	faults []labFault
 }
 
 // Ignored is a setting of the file that has no effect on meshnet.

@@ -146,7 +146,8 @@ func (p *parser) dns(n *node, it item) {
 	n.dnsConfig = cfg
 }
 
-// containerSettings resolves the node's memory, cpu, healthcheck and dns.
+// containerSettings resolves the node's memory, cpu, healthcheck, dns and
+// ports.
 func (p *parser) containerSettings(n *node) {
 	n.limits = corev1.ResourceList{}
 	if it, ok := n.chain.scalar("memory"); ok {
@@ -161,6 +162,7 @@ func (p *parser) containerSettings(n *node) {
 	if it, ok := n.chain.object("dns"); ok {
 		p.dns(n, it)
 	}
+	p.ports(n)
 }
 
 // object is the most specific of the chain's settings key that are

@@ -67,6 +67,12 @@
 //     default (1500 on a veth, the parent's less the VXLAN overhead across
 //     nodes), not containerlab's 9500, which a VXLAN between nodes cannot
 //     carry.
+//   - memory, cpu: the container's limits; healthcheck: its readiness
+//     probe; dns: the pod's DNS; ports: a Service named like the pod.
+//   - vxlan and vxlan-stitch links: a link to a physical device (the
+//     remote VTEP) with link_options.
+//   - a link's vars.meshnet: its netem and state at both ends, and
+//     LinkFaults on it (Objects.Faults).
 //   - macvlan links (brief "macvlan:<nic>" or type: macvlan, mode bridge):
 //     meshnet's macvlan to the node's NIC (peer_pod localhost). Their mtu
 //     is the NIC's, as containerlab makes it, so a file's mtu is ignored.
@@ -97,12 +103,12 @@
 //
 // Whatever the file sets that meshnet cannot reproduce is refused, naming
 // the field and the node (topology.nodes.r1.binds[2]: "/lib/modules:...":
-// ...): other kinds, host, mgmt-net, vxlan, dummy and stitched links,
-// binds of absolute or home paths or outside the lab file's directory,
-// directories with something other than files, docker settings without a
-// pod counterpart (network-mode, volumes, devices, sysctls, resources...).
+// ...): other kinds, host, mgmt-net, dummy and veth-stitch links, binds of
+// absolute or home paths or outside the lab file's directory, directories
+// with something other than files, docker settings without a pod
+// counterpart (network-mode, volumes, devices, sysctls, cpu-set...).
 // Every problem is reported, not only the first. Settings that do nothing
-// on Kubernetes (mgmt, mgmt-ipv4, ports, link addresses of kind linux,
+// on Kubernetes (mgmt, mgmt-ipv4, link addresses of kind linux,
 // startup-config of kind linux, which containerlab only checks exists) are
 // accepted and listed in Lab.Ignored with the reason, for a CLI to print.
 package clabfile

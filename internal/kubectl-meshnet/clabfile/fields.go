@@ -48,11 +48,11 @@ var nodeFields = map[string]rule{
 	"cpu":               {how: mapped},
 	"healthcheck":       {how: mapped},
 	"dns":               {how: mapped},
+	"ports":             {how: mapped},
 
 	"type":                    {ignored, "kind linux has no types"},
 	"mgmt-ipv4":               {ignored, "a pod's eth0 gets its address from the cluster network; there is no lab management network"},
 	"mgmt-ipv6":               {ignored, "a pod's eth0 gets its address from the cluster network; there is no lab management network"},
-	"ports":                   {ignored, "ports are published on the containerlab host; reach a pod with kubectl port-forward instead"},
 	"runtime":                 {ignored, "the cluster's container runtime runs the pods"},
 	"auto-remove":             {ignored, "a pod stays until the lab is deleted"},
 	"enforce-startup-config":  {ignored, "kind linux has no startup configuration"},

@@ -303,8 +303,8 @@ func (p *parser) linkCommon(at string, m map[string]json.RawMessage, l *topofile
 			p.ignore(at+"."+k, linkAddrReason)
 		}
 	}
-	if _, ok := m["vars"]; ok {
-		p.ignore(at+".vars", linkVarsReason)
+	if r, ok := m["vars"]; ok {
+		p.vars(at+".vars", r, l)
 	}
 	if _, ok := m["labels"]; ok {
 		p.ignore(at+".labels", linkLabelsReason)

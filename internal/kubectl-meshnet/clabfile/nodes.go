@@ -38,7 +38,7 @@ type def struct {
 
 // list and map settings; every other mapped setting is a string.
 var (
-	listFields = map[string]bool{"binds": true, "cap-add": true, "exec": true}
+	listFields = map[string]bool{"binds": true, "cap-add": true, "exec": true, "ports": true}
 	mapFields  = map[string]bool{"env": true, "labels": true}
 )
 
@@ -211,6 +211,7 @@ type node struct {
 	readiness     *corev1.Probe
 	dnsPolicy     corev1.DNSPolicy
 	dnsConfig     *corev1.PodDNSConfig
+	ports         []corev1.ServicePort
 
 	// bridge is a node of a bridge kind: an L2 segment, whose pod runs
 	// nothing and whose Topology has spec.bridge.

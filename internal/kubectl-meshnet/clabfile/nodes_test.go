@@ -1,6 +1,7 @@
 package clabfile
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -261,7 +262,7 @@ topology:
       kind: linux
       image: alpine
       mgmt-ipv4: 172.100.100.11
-      ports: ["8080:80"]
+      ports: ["127.0.0.1:8080:80"]
       type: ixrd2
       startup-config: r1.cfg
       image-pull-policy: sometimes
@@ -286,12 +287,12 @@ topology:
 		"topology.kinds.nokia_srlinux":        `no node is of kind "nokia_srlinux"`,
 		"topology.groups.spare":               `no node is in group "spare"`,
 		"topology.nodes.r1.mgmt-ipv4":         "cluster network",
-		"topology.nodes.r1.ports":             "port-forward",
+		"topology.nodes.r1.ports[0]":          "the Service's, in the cluster",
 		"topology.nodes.r1.type":              "kind linux has no types",
 		"topology.nodes.r1.startup-config":    "kind linux applies no startup configuration",
 		"topology.nodes.r1.image-pull-policy": "IfNotPresent",
 		"topology.links[0].mtu":               "parent NIC's MTU",
-		"topology.links[0].vars":              "templates",
+		"topology.links[0].vars.x":            "templates",
 		"topology.links[0].labels":            "metadata",
 		"topology.links[0].ipv4":              "kind linux leaves the interface without one",
 	} {
@@ -413,6 +414,42 @@ topology:
 		_, err := Parse([]byte("name: x\ntopology:\n  nodes:\n    r1:\n      kind: linux\n      image: a\n      "+c.setting+"\n"), files(), nil)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error naming %q", c.setting, err, c.want)
+		}
+	}
+}
+
+// TestPorts: a node's ports become the ports of a Service named like its
+// pod, selecting it; a bad one is refused naming it.
+func TestPorts(t *testing.T) {
+	_, o := convert(t, `
+name: ports
+topology:
+  nodes:
+    Web_1: {kind: linux, image: nginx, ports: ["8080:80", "53:53/udp", "9000"]}
+    r2: {kind: linux, image: alpine}
+`, nil)
+	if len(o.Services) != 1 {
+		t.Fatalf("services %+v, want web-1's", o.Services)
+	}
+	svc := o.Services[0]
+	if svc.Name != "web-1" || svc.Spec.Selector[NodeLabel] != "Web_1" || svc.Spec.Selector[LabLabel] != "ports" {
+		t.Errorf("service %s selecting %v", svc.Name, svc.Spec.Selector)
+	}
+	var got []string
+	for _, p := range svc.Spec.Ports {
+		got = append(got, fmt.Sprintf("%s %d->%s", p.Protocol, p.Port, p.TargetPort.String()))
+	}
+	if want := []string{"TCP 8080->80", "UDP 53->53", "TCP 9000->9000"}; !slices.Equal(got, want) {
+		t.Errorf("ports %v, want %v", got, want)
+	}
+	for _, c := range []struct{ ports, want string }{
+		{`["80:http"]`, `topology.nodes.r1.ports[0]: "80:http": ports are numbers`},
+		{`["80:80/icmp"]`, `protocol "icmp"`},
+		{`["8000-8010:80"]`, `ports are numbers`},
+	} {
+		_, err := Parse([]byte("name: x\ntopology:\n  nodes:\n    r1: {kind: linux, image: a, ports: "+c.ports+"}\n"), files(), nil)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ports %s: %v, want an error naming %q", c.ports, err, c.want)
 		}
 	}
 }

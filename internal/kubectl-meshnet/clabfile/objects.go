@@ -25,6 +25,11 @@ type Objects struct {
 	ConfigMaps []corev1.ConfigMap
 	Topologies []v1beta1.Topology
 	Pods       []corev1.Pod
+	// Services publish the ports the nodes publish (ports), one a node.
+	Services []corev1.Service
+	// Faults are the LinkFaults the file's links ask for (vars.meshnet),
+	// applied last: they hold links of the pods.
+	Faults []v1beta1.LinkFault
 }
 
 // Objects makes the lab's objects in namespace; an empty namespace leaves
@@ -55,8 +60,12 @@ func (l *Lab) Objects(namespace string) (Objects, error) {
 			mountBind(&pod, name, b)
 		}
 		o.Pods = append(o.Pods, pod)
+		if svc := l.service(n, namespace); svc != nil {
+			o.Services = append(o.Services, *svc)
+		}
 	}
 	sortByName(o.ConfigMaps)
+	o.Faults = l.faultObjects(namespace, names)
 	return o, nil
 }
 

@@ -446,3 +446,67 @@ topology:
 		t.Errorf("r1's links:\n got %+v\nwant %+v", got, want)
 	}
 }
+
+// TestFaultsInTheFile: a link's vars.meshnet sets netem and state on both
+// ends and asks for LinkFaults on the link, which containerlab's kind
+// linux ignores (the same file runs there); other vars stay ignored, and
+// a bad value is refused naming where the file sets it.
+func TestFaultsInTheFile(t *testing.T) {
+	l, o := convert(t, `
+name: faults
+topology:
+  defaults: {kind: linux, image: alpine}
+  nodes: {r1: {}, r2: {}, r3: {}}
+  links:
+    - endpoints: ["r1:eth1", "r2:eth1"]
+      vars:
+        meshnet:
+          netem: {delay: 50ms, loss: "1%"}
+          faults:
+            - {state: down, duration: 2s, period: 10s, count: 3}
+            - {netem: {delay: 500ms}, duration: 1m, schedule: "@hourly"}
+        site: a
+    - endpoints: ["r2:eth2", "r3:eth1"]
+      vars: {meshnet: {state: down}}
+`, nil)
+	r1 := topologyOf(t, o, "r1").Spec.Links[0]
+	r2 := topologyOf(t, o, "r2").Spec.Links
+	if r1.Netem == nil || *r1.Netem.Delay != "50ms" || r2[0].Netem == nil || *r2[0].Netem.Loss != "1%" {
+		t.Errorf("netem of both ends: %+v, %+v", r1.Netem, r2[0].Netem)
+	}
+	if r2[1].State == nil || *r2[1].State != v1beta1.LinkDown || topologyOf(t, o, "r3").Spec.Links[0].State == nil {
+		t.Errorf("state of both ends of r2-r3: %v", r2[1].State)
+	}
+	if len(o.Faults) != 2 {
+		t.Fatalf("faults %+v, want 2", o.Faults)
+	}
+	f := o.Faults[0]
+	if f.Name != "r1-eth1-fault-0" || f.Namespace != "lab" || f.Labels[LabLabel] != "faults" || f.Kind != "LinkFault" ||
+		!reflect.DeepEqual(f.Spec.Links, []v1beta1.FaultLink{{Pod: "r1", Interface: "eth1"}}) || *f.Spec.Count != 3 || *f.Spec.Period != "10s" {
+		t.Errorf("first fault %+v", f)
+	}
+	if g := o.Faults[1]; g.Name != "r1-eth1-fault-1" || *g.Spec.Schedule != "@hourly" || *g.Spec.Netem.Delay != "500ms" {
+		t.Errorf("second fault %+v", g)
+	}
+	if !slices.ContainsFunc(l.Ignored, func(ig Ignored) bool { return ig.Field == "topology.links[0].vars.site" }) {
+		t.Errorf("ignored %+v, want topology.links[0].vars.site", l.Ignored)
+	}
+	var b bytes.Buffer
+	if err := o.WriteYAML(&b); err != nil || !strings.Contains(b.String(), "kind: LinkFault") {
+		t.Errorf("WriteYAML: %v, without the LinkFaults", err)
+	}
+	for _, c := range []struct{ vars, want string }{
+		{"{meshnet: {netem: {delay: fast}}}", "topology.links[0].vars.meshnet.netem"},
+		{"{meshnet: {state: sideways}}", `topology.links[0].vars.meshnet.state: "sideways"`},
+		{"{meshnet: {shape: 1}}", "topology.links[0].vars.meshnet: want netem, state and faults"},
+		{"{meshnet: {faults: [{duration: 2s}]}}", "topology.links[0].vars.meshnet.faults[0]: want state down, netem or both"},
+		{"{meshnet: {faults: [{state: up, duration: 2s}]}}", "topology.links[0].vars.meshnet.faults[0].state"},
+		{"{meshnet: {faults: [{state: down, duration: 2s, schedule: never}]}}", "topology.links[0].vars.meshnet.faults[0]: "},
+		{"{meshnet: {faults: [{state: down, duration: 2s, links: [{pod: r9, interface: eth1}]}]}}", "the fault holds its link, none other"},
+	} {
+		_, err := Parse([]byte("name: x\ntopology:\n  defaults: {kind: linux, image: a}\n  nodes: {r1: {}, r2: {}}\n  links:\n    - endpoints: [\"r1:eth1\", \"r2:eth1\"]\n      vars: "+c.vars+"\n"), files(), nil)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("vars %s: %v, want an error naming %q", c.vars, err, c.want)
+		}
+	}
+}

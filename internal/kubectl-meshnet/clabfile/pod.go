@@ -12,23 +12,14 @@ import (
 )
 
 // pod is node n's pod, without its volumes: one container, named like the
-// node, started as containerlab starts kind linux.
+// pod, started as containerlab starts kind linux; a bridge node's runs
+// the pause image alone (bridgeContainer).
 func (l *Lab) pod(n *node, namespace string) corev1.Pod {
 	labels := maps.Clone(n.labels)
 	maps.Copy(labels, map[string]string{LabLabel: l.Name, NodeLabel: n.name, KindLabel: n.kind, GroupLabel: n.group})
-	if n.bridge {
-		return l.bridgePod(n, namespace, labels)
-	}
-	sc := &corev1.SecurityContext{RunAsUser: n.runAsUser, RunAsGroup: n.runAsGroup}
-	if n.privileged {
-		sc.Privileged = new(true)
-	}
-	if len(n.capAdd) > 0 {
-		sc.Capabilities = &corev1.Capabilities{Add: n.capAdd}
-	}
-	var resources corev1.ResourceRequirements
-	if len(n.limits) > 0 {
-		resources.Limits = n.limits
+	c := bridgeContainer(n)
+	if !n.bridge {
+		c = l.container(n, labels)
 	}
 	return corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
@@ -44,45 +35,52 @@ func (l *Lab) pod(n *node, namespace string) corev1.Pod {
 			// service variables in its environment; neither has the pod.
 			AutomountServiceAccountToken: new(false),
 			EnableServiceLinks:           new(false),
-			Containers: []corev1.Container{{
-				Name:            n.pod,
-				Image:           n.image,
-				ImagePullPolicy: n.pullPolicy,
-				Command:         escapeAll(n.entrypoint),
-				Args:            escapeAll(n.cmd),
-				Env:             l.env(n, labels),
-				SecurityContext: sc,
-				ReadinessProbe:  n.readiness,
-				Resources:       resources,
-				// containerlab's containers have a TTY and an open stdin
-				// (docker run -it): a shell as cmd waits rather than exits.
-				TTY:   true,
-				Stdin: true,
-			}},
+			Containers:                   []corev1.Container{c},
 		},
 	}
 }
 
-// bridgePod is bridge node n's pod: one pause container, unprivileged,
-// whose network namespace holds the segment's bridge (meshnetd's).
-func (l *Lab) bridgePod(n *node, namespace string, labels map[string]string) corev1.Pod {
-	return corev1.Pod{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Name: n.pod, Namespace: namespace, Labels: labels},
-		Spec: corev1.PodSpec{
-			RestartPolicy:                 n.restart,
-			TerminationGracePeriodSeconds: new(int64(0)),
-			AutomountServiceAccountToken:  new(false),
-			EnableServiceLinks:            new(false),
-			Containers: []corev1.Container{{
-				Name:            n.pod,
-				Image:           n.image,
-				ImagePullPolicy: n.pullPolicy,
-				SecurityContext: &corev1.SecurityContext{
-					AllowPrivilegeEscalation: new(false),
-					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-				},
-			}},
+// container is kind linux node n's container, with the pod's labels.
+func (l *Lab) container(n *node, labels map[string]string) corev1.Container {
+	sc := &corev1.SecurityContext{RunAsUser: n.runAsUser, RunAsGroup: n.runAsGroup}
+	if n.privileged {
+		sc.Privileged = new(true)
+	}
+	if len(n.capAdd) > 0 {
+		sc.Capabilities = &corev1.Capabilities{Add: n.capAdd}
+	}
+	var resources corev1.ResourceRequirements
+	if len(n.limits) > 0 {
+		resources.Limits = n.limits
+	}
+	return corev1.Container{
+		Name:            n.pod,
+		Image:           n.image,
+		ImagePullPolicy: n.pullPolicy,
+		Command:         escapeAll(n.entrypoint),
+		Args:            escapeAll(n.cmd),
+		Env:             l.env(n, labels),
+		SecurityContext: sc,
+		ReadinessProbe:  n.readiness,
+		Resources:       resources,
+		// containerlab's containers have a TTY and an open stdin
+		// (docker run -it): a shell as cmd waits rather than exits.
+		TTY:   true,
+		Stdin: true,
+	}
+}
+
+// bridgeContainer is bridge node n's container: the pause image,
+// unprivileged, in a pod whose network namespace holds the segment's
+// bridge (meshnetd's).
+func bridgeContainer(n *node) corev1.Container {
+	return corev1.Container{
+		Name:            n.pod,
+		Image:           n.image,
+		ImagePullPolicy: n.pullPolicy,
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: new(false),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		},
 	}
 }

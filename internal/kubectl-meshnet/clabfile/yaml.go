@@ -16,7 +16,7 @@ func sortByName(cms []corev1.ConfigMap) {
 }
 
 // WriteYAML writes the objects as one multi-document YAML stream, in the
-// order to apply them (ConfigMaps, Topologies, Pods), ready for
+// order to apply them (ConfigMaps, Topologies, Pods, Services, LinkFaults), ready for
 // `kubectl apply -f -` or a GitOps repository: no status and no empty
 // fields the API server would fill in.
 func (o Objects) WriteYAML(w io.Writer) error {
@@ -29,6 +29,12 @@ func (o Objects) WriteYAML(w io.Writer) error {
 	}
 	for _, p := range o.Pods {
 		objs = append(objs, p)
+	}
+	for _, svc := range o.Services {
+		objs = append(objs, svc)
+	}
+	for _, f := range o.Faults {
+		objs = append(objs, f)
 	}
 	for _, obj := range objs {
 		doc, err := manifest(obj)
