@@ -5,6 +5,7 @@ package deploy_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -132,6 +133,19 @@ func broadcastSegmentAcrossNodes(t *testing.T, c *kubecluster.Cluster, ns string
 	for _, r := range []string{"router1", "router2", "router3"} {
 		eventually(t, time.Minute, r+"'s two OSPF neighbours Full once the cable is back", full(r, 2))
 	}
+	// The routers' running configurations saved, the bridge skipped.
+	dir := t.TempDir()
+	kubectlMeshnet(t, c.Kubeconfig, ns, "save", "--lab", "frr-ospf-lan", "--dir", dir)
+	for i := 1; i <= 3; i++ {
+		saved, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("router%d", i), "frr.conf"))
+		if err != nil || !strings.Contains(string(saved), "router ospf") || !strings.Contains(string(saved), fmt.Sprintf("ip address 10.0.0.%d/24", i)) {
+			t.Errorf("router%d's saved configuration: %v\n%s", i, err, saved)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "lan1")); err == nil {
+		t.Error("the bridge's pod, which runs no FRR, has a saved configuration")
+	}
+
 	// Full comes before the routes of the new SPF run are installed.
 	eventually(t, 30*time.Second, "router1 reaching router3's loopback again", func() (bool, string) {
 		out, err := c.Kubectl(ctx, "-n", ns, "exec", "router1", "--", "ping", "-c", "1", "-W", "1", "10.10.10.3")
@@ -144,11 +158,12 @@ func broadcastSegmentAcrossNodes(t *testing.T, c *kubecluster.Cluster, ns string
 const capsLab = "testdata/clab-caps/caps.clab.yml"
 
 // containerlabNamesAndExec runs capsLab unchanged with kubectl meshnet clab
-// apply --wait: PC1, PC2 and SW_1 become pods pc1, pc2 and sw-1; the
-// failing exec command of PC1 is warned about, naming the node, the field
-// and the command, the commands after it ran, and the container was not
-// restarted; PC1 reaches PC2 over the bridge; kubectl meshnet takes PC1
-// for pc1.
+// apply --wait: PC1, PC2, PC3 and SW_1 become pods pc1, pc2, pc3 and
+// sw-1; the failing exec command of PC1 is warned about, naming the node,
+// the field and the command, the commands after it ran, and the container
+// was not restarted; PC1 reaches PC2 over the bridge; kubectl meshnet
+// takes PC1 for pc1; the LinkFault the file puts on PC3's link holds it
+// down; kubectl meshnet exec runs in two nodes of the group at once.
 func containerlabNamesAndExec(t *testing.T, c *kubecluster.Cluster, ns string) {
 	ctx := context.Background()
 	if err := c.Namespace(ctx, ns); err != nil {
@@ -175,5 +190,16 @@ func containerlabNamesAndExec(t *testing.T, c *kubecluster.Cluster, ns string) {
 	ping(t, c, ns, "pc1", "10.0.9.2")
 	if out := kubectlMeshnet(t, c.Kubeconfig, ns, "links", "PC1"); !strings.Contains(out, "sw-1:eth1") {
 		t.Errorf("kubectl meshnet links PC1 does not list pc1's link to sw-1:\n%s", out)
+	}
+	// The fault of the file holds PC3's cable pulled, both ends.
+	eventually(t, 30*time.Second, "PC3's link held down by the lab's LinkFault", func() (bool, string) {
+		out, err := c.Kubectl(ctx, "-n", ns, "get", "linkfault", "pc3-eth1-fault-0", "-o", "jsonpath={.status.phase}")
+		links := kubectlMeshnet(t, c.Kubeconfig, ns, "links", "PC3")
+		return err == nil && out == "Active" && strings.Contains(links, "down"), out + "\n" + links
+	})
+	// The group's nodes at once, each line after the node's name.
+	out := kubectlMeshnet(t, c.Kubeconfig, ns, "exec", "PC1", "PC2", "--group", "hosts", "--", "ip", "-br", "addr", "show", "eth1")
+	if !regexp.MustCompile(`(?m)^PC1: eth1@\S+\s+(UP|UNKNOWN)\s+10\.0\.9\.1/24`).MatchString(out) || !regexp.MustCompile(`(?m)^PC2: eth1@\S+\s+(UP|UNKNOWN)\s+10\.0\.9\.2/24`).MatchString(out) {
+		t.Errorf("kubectl meshnet exec --group hosts: want a line of each host, after its name:\n%s", out)
 	}
 }

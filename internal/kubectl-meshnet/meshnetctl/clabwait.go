@@ -24,7 +24,9 @@ var labKinds = []struct {
 	name string
 	list func() client.ObjectList
 }{
+	{"linkfault.networkop.co.uk", func() client.ObjectList { return &v1beta1.LinkFaultList{} }},
 	{"pod", func() client.ObjectList { return &corev1.PodList{} }},
+	{"service", func() client.ObjectList { return &corev1.ServiceList{} }},
 	{"topology.networkop.co.uk", func() client.ObjectList { return &v1beta1.TopologyList{} }},
 	{"configmap", func() client.ObjectList { return &corev1.ConfigMapList{} }},
 }

@@ -91,6 +91,8 @@ says the kernel has them.`,
 		newWatchCommand(o),
 		newCaptureCommand(o),
 		newClabCommand(o),
+		newExecCommand(o),
+		newSaveCommand(o),
 	)
 	return root
 }
@@ -204,6 +206,7 @@ func mapper() meta.RESTMapper {
 	m.Add(v1beta1.GroupVersion.WithKind("LinkFault"), meta.RESTScopeNamespace)
 	m.Add(corev1.SchemeGroupVersion.WithKind("Pod"), meta.RESTScopeNamespace)
 	m.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
+	m.Add(corev1.SchemeGroupVersion.WithKind("Service"), meta.RESTScopeNamespace)
 	return m
 }
 

@@ -23,12 +23,7 @@ import (
 // holds the Topologies of the pods in it (one created after it started
 // too), and the API server sends it no event of another pod's Topology.
 func TestClusterTrackerWatchesItsPodsOnly(t *testing.T) {
-	env := clustertest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "lab"}}); err != nil {
-		t.Fatal(err)
-	}
+	env, ctx, tr := trackerEnv(t)
 	for _, name := range []string{"r1", "r2"} {
 		if err := env.Client.Create(ctx, &v1beta1.Topology{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: name}}); err != nil {
 			t.Fatal(err)
@@ -41,12 +36,6 @@ func TestClusterTrackerWatchesItsPodsOnly(t *testing.T) {
 	if err := store.Put(podstore.Pod{Namespace: "lab", Name: "r1", ContainerID: "c1", Netns: "/run/netns/r1"}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := New(c)
-	defer tr.Close()
 	tr.Follow(store)
 	if err := store.Put(podstore.Pod{Namespace: "lab", Name: "r3", ContainerID: "c3", Netns: "/run/netns/r3"}); err != nil {
 		t.Fatal(err)
@@ -117,12 +106,7 @@ func TestClusterTrackerWatchesItsPodsOnly(t *testing.T) {
 // links, no copy (a pod's far-end calls, one per link, read its Topology
 // all at once); a plain Get hands each its own.
 func TestClusterTrackerSharesOnlyWhenAsked(t *testing.T) {
-	env := clustertest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "lab"}}); err != nil {
-		t.Fatal(err)
-	}
+	env, ctx, tr := trackerEnv(t)
 	topo := &v1beta1.Topology{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: "r1"}, Spec: v1beta1.TopologySpec{Links: []v1beta1.Link{
 		{UID: 1, PeerPod: "r2", LocalIntf: "eth1", PeerIntf: "eth1"},
 		{UID: 2, PeerPod: "r3", LocalIntf: "eth2", PeerIntf: "eth1"},
@@ -137,12 +121,6 @@ func TestClusterTrackerSharesOnlyWhenAsked(t *testing.T) {
 	if err := store.Put(podstore.Pod{Namespace: "lab", Name: "r1", ContainerID: "c1", Netns: "/run/netns/r1"}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := New(c)
-	defer tr.Close()
 	tr.Follow(store)
 	key := client.ObjectKey{Namespace: "lab", Name: "r1"}
 	var a, b, own v1beta1.Topology
@@ -177,23 +155,12 @@ func TestClusterTrackerSharesOnlyWhenAsked(t *testing.T) {
 // of the Topologies tracked before it was set and after, and of nothing
 // else: not of an untracked pod's, nor of an edit.
 func TestClusterTrackerTellsDeletes(t *testing.T) {
-	env := clustertest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "lab"}}); err != nil {
-		t.Fatal(err)
-	}
+	env, ctx, tr := trackerEnv(t)
 	for _, name := range []string{"r1", "r2", "r3"} {
 		if err := env.Client.Create(ctx, &v1beta1.Topology{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: name}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := New(c)
-	defer tr.Close()
 	r1, r2 := client.ObjectKey{Namespace: "lab", Name: "r1"}, client.ObjectKey{Namespace: "lab", Name: "r2"}
 	tr.Track(r1)
 	deleted := make(chan client.ObjectKey, 10)
@@ -231,4 +198,23 @@ func TestClusterTrackerTellsDeletes(t *testing.T) {
 	if fmt.Sprint(got) != "[lab/r1 lab/r2]" {
 		t.Errorf("deletes told: %v, want [lab/r1 lab/r2] (r3 is not tracked, an edit is not a delete)", got)
 	}
+}
+
+// trackerEnv starts an API server with a namespace lab and a Tracker of
+// it, closed at the test's end.
+func trackerEnv(t *testing.T) (*clustertest.Env, context.Context, *Tracker) {
+	t.Helper()
+	env := clustertest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "lab"}}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := New(c)
+	t.Cleanup(tr.Close)
+	return env, ctx, tr
 }
