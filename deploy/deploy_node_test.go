@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -27,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/cniconf"
@@ -729,6 +731,8 @@ func kubectl(t testing.TB, c *kubecluster.Cluster, args ...string) string {
 // non-zero; it returns what it printed on stdout.
 func kubectlMeshnet(t testing.TB, kubeconfig, ns string, args ...string) string {
 	t.Helper()
+	// As cmd/kubectl-meshnet does: the client logs nothing a user sees.
+	ctrllog.SetLogger(logr.Discard())
 	var stdout, stderr strings.Builder
 	code := meshnetctl.Main(append([]string{"--kubeconfig", kubeconfig, "-n", ns}, args...), &stdout, &stderr)
 	t.Logf("$ kubectl meshnet %s\n%s%s", strings.Join(args, " "), stdout.String(), stderr.String())
