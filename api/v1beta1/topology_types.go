@@ -363,6 +363,15 @@ type LinkOptions struct {
 	UDPPort *int32 `json:"udp_port,omitempty"`
 }
 
+// Port is the VXLAN destination port: udp_port, DefaultVXLANPort when
+// unset.
+func (o *LinkOptions) Port() int32 {
+	if o.UDPPort == nil {
+		return DefaultVXLANPort
+	}
+	return *o.UDPPort
+}
+
 // Route is a static route in the pod's network namespace.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.gw) || has(self.dev)",message="a route needs gw or dev"

@@ -526,7 +526,7 @@ func (p *parser) checkAcrossLinks() {
 			}
 		}
 		if o := l.LinkOptions; o != nil {
-			k := vxlanKey{o.VNI, udpPort(o)}
+			k := vxlanKey{o.VNI, o.Port()}
 			if first, ok := vnis[k]; ok {
 				p.errorf("%s.link_options: vni %d on port %d is already used at %s; a node keeps one VXLAN device per VNI and port", p.places.Link(l.UID), k.vni, k.port, first)
 			} else {
@@ -534,13 +534,6 @@ func (p *parser) checkAcrossLinks() {
 			}
 		}
 	}
-}
-
-func udpPort(o *v1beta1.LinkOptions) int32 {
-	if o.UDPPort == nil {
-		return v1beta1.DefaultVXLANPort
-	}
-	return *o.UDPPort
 }
 
 // Pods are the pods the file names, in order of first appearance.
@@ -565,7 +558,7 @@ func (f *File) PhysicalPeers() []PhysicalPeer {
 		if o := l.LinkOptions; o != nil {
 			out = append(out, PhysicalPeer{
 				UID: l.UID, Pod: l.Endpoints[0], Device: l.Endpoints[1],
-				RemoteVTEP: netip.MustParseAddr(o.RemoteVTEP), VNI: o.VNI, UDPPort: udpPort(o),
+				RemoteVTEP: netip.MustParseAddr(o.RemoteVTEP), VNI: o.VNI, UDPPort: o.Port(),
 			})
 		}
 	}

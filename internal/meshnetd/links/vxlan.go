@@ -44,6 +44,15 @@ type VXLAN struct {
 	SrcPort uint16
 }
 
+// DstPort is the UDP port the end sends to: Port, or
+// v1beta1.DefaultVXLANPort when it is 0.
+func (x VXLAN) DstPort() uint16 {
+	if x.Port == 0 {
+		return v1beta1.DefaultVXLANPort
+	}
+	return x.Port
+}
+
 func (x VXLAN) String() string {
 	return fmt.Sprintf("vxlan %s vni %d to %s", x.End, x.VNI, x.Remote)
 }
@@ -110,9 +119,7 @@ func ensureVXLAN(x VXLAN) (Result, error) {
 		return 0, errors.New("source port 65535 leaves no range (at most 65534)")
 	}
 	x.Remote = x.Remote.Unmap()
-	if x.Port == 0 {
-		x.Port = v1beta1.DefaultVXLANPort
-	}
+	x.Port = x.DstPort()
 	parent, local, err := x.Node.underlays.find(x.Node, x.Local.Unmap(), x.Remote)
 	if err != nil {
 		return 0, err

@@ -153,7 +153,7 @@ func (rc *Reconciler) wirePhy(p pod, l v1beta1.Link, self links.End, res *meshne
 	if err != nil {
 		return wired{}, fmt.Errorf("link %d: remote_vtep %q: %w", l.UID, o.RemoteVTEP, err)
 	}
-	x := links.VXLAN{Node: rc.nodeNetns, End: self, VNI: uint32(o.VNI), Local: rc.cfg.NodeIP, Remote: remote, Port: udpPort(o)}
+	x := links.VXLAN{Node: rc.nodeNetns, End: self, VNI: uint32(o.VNI), Local: rc.cfg.NodeIP, Remote: remote, Port: uint16(o.Port())}
 	unlock := rc.cfg.Locks.Lock(endKey(p.key, l.LocalIntf))
 	r, srcPort, err := rc.ensureVXLAN(p.key, x, 0)
 	unlock()
@@ -305,13 +305,6 @@ func (rc *Reconciler) wireVeth(ctx context.Context, p pod, l v1beta1.Link, self 
 		ends = append(ends, endMade{pod: peerKey, link: *pl})
 	}
 	return wired{result: res, record: rec, vethPeer: &peerKey, ends: ends}, nil
-}
-
-func udpPort(o *v1beta1.LinkOptions) uint16 {
-	if o.UDPPort != nil {
-		return uint16(*o.UDPPort)
-	}
-	return v1beta1.DefaultVXLANPort
 }
 
 // endMade is how making a link end went: made, with its Topology's link,

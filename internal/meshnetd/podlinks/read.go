@@ -206,11 +206,7 @@ func (rc *Reconciler) baseStatus(p podstore.Pod, l podstore.Link) *meshnetv1.Lin
 		Peer:      peerOf(p, l),
 	}
 	if l.Kind == v1beta1.LinkKindVXLAN || l.Kind == v1beta1.LinkKindPhy {
-		port := uint32(v1beta1.DefaultVXLANPort)
-		if l.UDPPort != 0 {
-			port = uint32(l.UDPPort)
-		}
-		ls.Vxlan = &meshnetv1.Vxlan{Vni: l.VNI, LocalVtep: rc.localVTEP(), RemoteVtep: l.PeerNodeIP, UdpPort: port,
+		ls.Vxlan = &meshnetv1.Vxlan{Vni: l.VNI, LocalVtep: rc.localVTEP(), RemoteVtep: l.PeerNodeIP, UdpPort: uint32(l.Port()),
 			SrcPort: uint32(l.SrcPort), RemoteSrcPort: uint32(l.PeerSrcPort)}
 	}
 	return ls

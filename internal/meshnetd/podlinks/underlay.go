@@ -2,6 +2,7 @@ package podlinks
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"net/netip"
@@ -39,27 +40,29 @@ func guardOwner(k podstore.Key, intf string) string {
 func (rc *Reconciler) ensureVXLAN(k podstore.Key, x links.VXLAN, farPort uint16) (links.Result, uint16, error) {
 	owner := guardOwner(k, x.End.Name)
 	x.SrcPort = rc.srcPorts.get(owner)
-	if err := rc.guard.Admit(owner, tunnel(x.Remote, x.Port, x.VNI, farPort)); err != nil {
+	if err := rc.guard.Admit(owner, tunnel(x.Remote, x.DstPort(), x.VNI, farPort)); err != nil {
 		return 0, 0, err
 	}
 	r, err := links.EnsureVXLAN(x)
-	if err != nil {
-		// The entry may be another end's VNI (ErrVNIInUse): this owner
-		// holds nothing.
+	if errors.Is(err, links.ErrVNIInUse) {
+		// The VNI is another end's: this owner holds nothing. On any
+		// other failure the entry stays: the end may exist already
+		// (a transient failure of its change), and must not go unguarded
+		// until the next resync; one for an end not made is dropped by
+		// that resync, from the records.
 		if rerr := rc.guard.Release(owner); rerr != nil {
 			rc.log.Warn("underlay guard entry not released", "pod", k.String(), "intf", x.End.Name, "error", rerr)
 		}
+	}
+	if err != nil {
 		return 0, 0, err
 	}
 	return r, x.SrcPort, nil
 }
 
 // tunnel is the guard's entry for a far end at remote sending from
-// srcPort (0: any) to port (0: the default) with vni.
+// srcPort (0: any) to port with vni.
 func tunnel(remote netip.Addr, port uint16, vni uint32, srcPort uint16) underlay.Tunnel {
-	if port == 0 {
-		port = v1beta1.DefaultVXLANPort
-	}
 	return underlay.Tunnel{Remote: remote, Port: port, VNI: vni, SrcPort: srcPort}
 }
 
@@ -71,7 +74,7 @@ func (rc *Reconciler) admitFarPort(k podstore.Key, l podstore.Link, port uint16)
 	if port == 0 || err != nil || l.PeerSrcPort == port {
 		return nil
 	}
-	return rc.guard.Admit(guardOwner(k, l.LocalIntf), tunnel(remote, l.UDPPort, l.VNI, port))
+	return rc.guard.Admit(guardOwner(k, l.LocalIntf), tunnel(remote, l.Port(), l.VNI, port))
 }
 
 // The node's VXLAN ends take their source ports in [minSrcPort,
@@ -169,7 +172,7 @@ func (rc *Reconciler) underlayTunnels() map[string]underlay.Tunnel {
 			if err != nil {
 				continue
 			}
-			out[guardOwner(p.Key(), l.LocalIntf)] = tunnel(remote, l.UDPPort, l.VNI, l.PeerSrcPort)
+			out[guardOwner(p.Key(), l.LocalIntf)] = tunnel(remote, l.Port(), l.VNI, l.PeerSrcPort)
 		}
 	}
 	return out

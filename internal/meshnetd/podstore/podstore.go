@@ -60,7 +60,8 @@ type Link struct {
 	// PeerNodeIP is the VTEP of the peer's node for a cross-node VXLAN link.
 	PeerNodeIP string `json:"peer_node_ip,omitempty"`
 	VNI        uint32 `json:"vni,omitempty"`
-	// UDPPort is a physical peer's VXLAN port; 0 means v1beta1.DefaultVXLANPort.
+	// UDPPort is a physical peer's VXLAN port; 0 means v1beta1.DefaultVXLANPort
+	// (Port).
 	UDPPort uint16 `json:"udp_port,omitempty"`
 	// SrcPort is the UDP source port this node pinned this VXLAN end's
 	// datagrams to (links.VXLAN.SrcPort); 0 for none.
@@ -72,6 +73,15 @@ type Link struct {
 	// made when asked (it did not answer, or did not know the peer yet):
 	// the pod's next sync asks again, as nothing else would.
 	FarEndOwed bool `json:"far_end_owed,omitempty"`
+}
+
+// Port is the VXLAN destination port of link l: UDPPort, or
+// v1beta1.DefaultVXLANPort when it is 0.
+func (l Link) Port() uint16 {
+	if l.UDPPort == 0 {
+		return v1beta1.DefaultVXLANPort
+	}
+	return l.UDPPort
 }
 
 // Key names a pod.
