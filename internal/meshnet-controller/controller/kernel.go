@@ -199,7 +199,9 @@ func apply(pods map[types.NamespacedName]*podView, key types.NamespacedName, ev 
 
 // synced installs a node's listing. What was applied on the node is
 // applied again at the pods' next passes: a stream that (re)starts may
-// follow a meshnetd that restarted.
+// follow a meshnetd that restarted. The pods at the far ends of the
+// node's links are woken too: what their status says of those far ends
+// is known from now on, not from their next resync.
 func (k *kernel) synced(node string, listing map[types.NamespacedName]*podView) {
 	k.mu.Lock()
 	n := k.nodes[node]
@@ -208,11 +210,15 @@ func (k *kernel) synced(node string, listing map[types.NamespacedName]*podView) 
 		return
 	}
 	touched := map[types.NamespacedName]bool{}
-	for key := range n.pods {
-		touched[key] = true
-	}
-	for key := range listing {
-		touched[key] = true
+	for _, pods := range []map[types.NamespacedName]*podView{n.pods, listing} {
+		for key, p := range pods {
+			touched[key] = true
+			for _, l := range p.links {
+				if peer := l.GetPeer().GetPod().GetPod(); peer.GetName() != "" {
+					touched[types.NamespacedName{Namespace: peer.GetNamespace(), Name: peer.GetName()}] = true
+				}
+			}
+		}
 	}
 	n.synced, n.pods = true, listing
 	for key, a := range k.applied {

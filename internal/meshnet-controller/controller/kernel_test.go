@@ -51,3 +51,25 @@ func TestKernelViewDecidesWhatToApply(t *testing.T) {
 		t.Error("an event older than the answer's read must not change the view")
 	}
 }
+
+// TestNodeSyncedWakesTheFarEnds: a node's stream, once synced, wakes its
+// pods and the pods at the far ends of their links, on other nodes, whose
+// statuses say from then on what those far ends are (not at their next
+// resync).
+func TestNodeSyncedWakesTheFarEnds(t *testing.T) {
+	changed := make(chan event.GenericEvent, 16)
+	k := newKernel(nil, nil, changed)
+	k.nodes["node-b"] = &nodeView{}
+	r3 := types.NamespacedName{Namespace: "lab", Name: "r3"}
+	k.synced("node-b", map[types.NamespacedName]*podView{r3: {links: map[string]*meshnetv1.LinkStatus{
+		"eth1": {Interface: "eth1", Peer: &meshnetv1.Peer{Peer: &meshnetv1.Peer_Pod{Pod: &meshnetv1.PodPeer{Pod: &meshnetv1.PodRef{Namespace: "lab", Name: "r1"}, Interface: "eth2"}}}},
+	}}})
+	woken := map[string]bool{}
+	for len(changed) > 0 {
+		ev := <-changed
+		woken[ev.Object.GetNamespace()+"/"+ev.Object.GetName()] = true
+	}
+	if !woken["lab/r3"] || !woken["lab/r1"] || len(woken) != 2 {
+		t.Errorf("woken %v, want lab/r3 and, at its link's far end, lab/r1", woken)
+	}
+}

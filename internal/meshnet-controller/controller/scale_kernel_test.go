@@ -18,6 +18,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/meshnet/meshnet/api/v1beta1"
 	"github.com/meshnet/meshnet/internal/meshnet-controller/controller"
@@ -401,6 +402,72 @@ func BenchmarkKernelBatch1000Links(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
+// BenchmarkKernelSteadyState watches the mesh of BenchmarkKernelBatch1000Links
+// (200 Topologies, 1,000 links over 10 nodes), converged and with every far
+// end known (which must not wait for a resync), for a minute in
+// which nothing changes: two of the controller's resyncs (30 s, its
+// default). A status write in that minute is a status that changed with
+// nothing to change it, and fails the benchmark. It reports the API
+// requests and the watch events the API server sent in the minute, per
+// Topology, and the processor time of the controller, the ten meshnetds
+// and the API server: what a quiet lab costs.
+func BenchmarkKernelSteadyState(b *testing.B) {
+	const pods = 200
+	m := newMesh(b, 10, pods)
+	// Each status says each far end once the far end's node is followed,
+	// not at the next resync.
+	start := time.Now()
+	for {
+		unknown := 0
+		for _, topo := range topologies(b, m) {
+			for _, l := range topo.Status.Links {
+				if l.FarEnd == "" {
+					unknown++
+				}
+			}
+		}
+		if unknown == 0 {
+			break
+		}
+		if time.Since(start) > 20*time.Second {
+			b.Fatalf("%d link ends' far ends still unknown %v after the mesh converged (the resync is 30 s)", unknown, time.Since(start).Round(time.Second))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	b.Logf("every far end known %v after the mesh converged", time.Since(start).Round(time.Millisecond))
+	time.Sleep(5 * time.Second) // past the convergence's own writes
+	for b.Loop() {
+		before := topologies(b, m)
+		cpu0, req0, events0 := m.usage(b)
+		time.Sleep(time.Minute)
+		cpu1, req1, events1 := m.usage(b)
+		cpu, req, events := cpu1.Sub(cpu0), req1.Sub(req0), events1.Sub(events0)
+		var requests, writes float64
+		for k, n := range req {
+			requests += n
+			verb, resource, _ := strings.Cut(k, " ")
+			if strings.HasPrefix(resource, "topologies") && !slices.Contains([]string{"GET", "LIST", "WATCH"}, verb) {
+				writes += n
+			}
+		}
+		var sent float64
+		for _, n := range events {
+			sent += n
+		}
+		b.Logf("a quiet minute, %d Topologies: %.0f API requests (%v), %.0f watch events sent; cpu: %v", pods, requests, req, sent, cpu)
+		if writes > 0 {
+			b.Errorf("%.0f writes of Topologies in a minute in which nothing changed: %v", writes, req)
+			logChanged(b, m, before)
+		}
+		b.ReportMetric(requests/pods, "requests/topology-min")
+		b.ReportMetric(sent/pods, "events/topology-min")
+		b.ReportMetric(float64(cpu.Sum("controller").Microseconds())/1000/pods, "controller-cpu-ms/topology-min")
+		b.ReportMetric(float64(cpu.Sum("meshnetd/").Microseconds())/1000/pods, "meshnetd-cpu-ms/topology-min")
+		b.ReportMetric(cpu.Sum("kube-apiserver").Seconds(), "apiserver-cpu-s/min")
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
 // TestKernelBatchConverges takes every link of a 200-link mesh over 4 nodes
 // down in one batch of concurrent edits, then back up: each time every end
 // in the kernel and every status follow.
@@ -429,5 +496,38 @@ func TestKernelBatchConverges(t *testing.T) {
 				t.Errorf("lab/%s %s after the batch up: %+v", p.Name, intf, got[intf].Reading)
 			}
 		}
+	}
+}
+
+// topologies are the mesh's Topologies by name, read now.
+func topologies(t testing.TB, m *mesh) map[string]v1beta1.Topology {
+	t.Helper()
+	var list v1beta1.TopologyList
+	if err := m.lab.Client.List(context.Background(), &list, client.InNamespace("lab")); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]v1beta1.Topology{}
+	for _, topo := range list.Items {
+		out[topo.Name] = topo
+	}
+	return out
+}
+
+// logChanged logs, for the first Topologies whose resourceVersion moved
+// since before, what changed: the status, and who wrote it when.
+func logChanged(t testing.TB, m *mesh, before map[string]v1beta1.Topology) {
+	t.Helper()
+	n := 0
+	for name, now := range topologies(t, m) {
+		was := before[name]
+		if was.ResourceVersion == now.ResourceVersion || n == 3 {
+			continue
+		}
+		n++
+		var managers []string
+		for _, f := range now.ManagedFields {
+			managers = append(managers, fmt.Sprintf("%s %s %s", f.Manager, f.Subresource, f.Time))
+		}
+		t.Logf("%s: status was\n%+v\nis\n%+v\nmanagers: %v", name, was.Status, now.Status, managers)
 	}
 }

@@ -213,8 +213,15 @@ func setConditions(st *v1beta1.TopologyStatus, gen int64, ready metav1.Condition
 	setCondition(st, v1beta1.ConditionDegraded, gen, degraded, reason, message)
 }
 
+// setCondition sets a condition of st. A transition is timed to the
+// second, as the API server keeps it: the status the controller remembers
+// writing (writtenStatuses) then equals the one it reads back, and a
+// resync that finds nothing changed writes nothing (a time kept to the
+// nanosecond made every Topology's status differ from its write, and be
+// written again, at each resync).
 func setCondition(st *v1beta1.TopologyStatus, typ string, gen int64, status metav1.ConditionStatus, reason, message string) {
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
 		Type: typ, Status: status, Reason: reason, Message: message, ObservedGeneration: gen,
+		LastTransitionTime: metav1.Now().Rfc3339Copy(),
 	})
 }
